@@ -1,0 +1,347 @@
+"""RabbitMQ publisher with pipelined publisher confirms, driven by a dedicated IO thread."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pika
+from pika.adapters.select_connection import IOLoop
+from pika.channel import Channel
+from pika.exceptions import AMQPError
+from pika.exchange_type import ExchangeType
+
+from clock_server.errors import ConfigError
+from clock_server.publishing import OutgoingMessage
+
+log = logging.getLogger(__name__)
+
+_MIN_BACKOFF_S = 0.5
+_MAX_BACKOFF_S = 5.0
+_CLOSE_TIMEOUT_S = 5.0
+
+
+class _Batch:
+    """The outcome of one publish_batch call, shared by the caller and the IO thread."""
+
+    def __init__(self, messages: list[OutgoingMessage]) -> None:
+        self.messages = messages
+        self.done = threading.Event()
+        self._results: list[bool | None] = [None] * len(messages)
+        self._unresolved = len(messages)
+        self._lock = threading.Lock()
+
+    def resolve(self, index: int, ok: bool) -> None:
+        with self._lock:
+            if not self.done.is_set() and self._results[index] is None:
+                self._results[index] = ok
+                self._unresolved -= 1
+                if self._unresolved == 0:
+                    self.done.set()
+
+    def finish(self) -> int:
+        """Freeze the results, unsettled ones as False; returns how many were unsettled."""
+        with self._lock:
+            unresolved = 0 if self.done.is_set() else self._unresolved
+            self.done.set()
+            return unresolved
+
+    def outcome(self) -> list[bool]:
+        return [result is True for result in self._results]
+
+
+class AmqpPublisher:
+    """Publishes to a durable direct exchange; one IO thread owns the pika SelectConnection.
+
+    Callers hand batches to the IO thread with ``add_callback_threadsafe`` and wait for the
+    confirms; the connection is re-established with backoff until ``close()``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        exchange: str = "clock",
+        declare_queues: bool = True,
+        queue_prefix: str = "clock.",
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        self._url = url
+        self._exchange = exchange
+        self._declare_queues = declare_queues
+        self._queue_prefix = queue_prefix
+        self._connect_timeout_s = connect_timeout_s
+        self._params: pika.URLParameters | None = None
+        self._ioloop: IOLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._connection: pika.SelectConnection | None = None
+        self._channel: Channel | None = None
+        self._backoff_s = _MIN_BACKOFF_S
+        self._reconnect_timer: Any = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._inflight: set[_Batch] = set()
+        self._pending: dict[int, tuple[_Batch, int, str]] = {}
+        self._next_tag = 1
+        self._floor_tag = 1
+        self._returned: set[str] = set()
+        self._declared: set[str] = set()
+
+    def start(self) -> None:
+        """Start the IO thread, which connects (and keeps reconnecting) in the background."""
+        if self._thread is not None:
+            raise RuntimeError("AmqpPublisher already started")
+        try:
+            self._params = pika.URLParameters(self._url)
+        except ValueError as exc:
+            raise ConfigError(f"invalid AMQP url: {exc}", field="amqp_url") from exc
+        self._params.connection_attempts = 1
+        self._params.socket_timeout = self._params.stack_timeout = self._connect_timeout_s
+        properties = dict(self._params.client_properties or {})
+        self._params.client_properties = {"connection_name": "clock-publisher", **properties}
+        self._ioloop = IOLoop()
+        self._thread = threading.Thread(target=self._run, name="amqp-publisher", daemon=True)
+        self._thread.start()
+
+    def wait_healthy(self, timeout_s: float) -> bool:
+        """Block until the channel is ready or ``timeout_s`` passes; returns ``is_healthy()``."""
+        return self._ready.wait(timeout_s)
+
+    def is_healthy(self) -> bool:
+        """True only while the channel is open and the exchange is declared."""
+        return self._ready.is_set()
+
+    def publish_batch(self, messages: Sequence[OutgoingMessage], timeout_s: float) -> list[bool]:
+        """Publish all messages, then wait for their confirms; one flag per message, in order."""
+        if not messages:
+            return []
+        batch = _Batch(list(messages))
+        if not self._submit(batch):
+            return [False] * len(batch.messages)
+        if not batch.done.wait(timeout_s) and (missing := batch.finish()):
+            log.warning("%d messages not confirmed within %.1f s", missing, timeout_s)
+        with self._lock:
+            self._inflight.discard(batch)
+        return batch.outcome()
+
+    def close(self) -> None:
+        """Close the connection, fail what is still in flight and join the IO thread."""
+        with self._lock:
+            already_stopping = self._stopping
+            self._stopping = True
+        if self._thread is None or self._ioloop is None:
+            return
+        if not already_stopping:
+            self._ioloop.add_callback_threadsafe(self._shutdown)
+        self._thread.join(_CLOSE_TIMEOUT_S)
+        if self._thread.is_alive():
+            log.warning("AMQP publisher thread still running after close()")
+
+    def _submit(self, batch: _Batch) -> bool:
+        with self._lock:
+            if self._stopping or self._ioloop is None or not self._ready.is_set():
+                return False
+            self._inflight.add(batch)
+            # Under the lock: close() cannot have queued the shutdown, so the loop still runs.
+            self._ioloop.add_callback_threadsafe(functools.partial(self._start_batch, batch))
+        return True
+
+    # Everything below runs on the IO thread.
+
+    def _run(self) -> None:
+        assert self._ioloop is not None
+        self._connect()
+        while True:
+            try:
+                self._ioloop.start()
+                break
+            except Exception:
+                log.exception("AMQP publisher IO loop failed; starting a new connection")
+                self._abandon_connection()
+        self._on_lost()
+        self._ioloop.close()
+
+    def _connect(self) -> None:
+        self._reconnect_timer = None
+        if not self._stopping:
+            self._connection = pika.SelectConnection(
+                self._params,
+                on_open_callback=self._on_connection_open,
+                on_open_error_callback=self._on_disconnected,
+                on_close_callback=self._on_disconnected,
+                custom_ioloop=self._ioloop,
+            )
+
+    def _schedule_reconnect(self) -> None:
+        assert self._ioloop is not None
+        if self._stopping:
+            self._ioloop.stop()
+            return
+        delay, self._backoff_s = self._backoff_s, min(self._backoff_s * 2, _MAX_BACKOFF_S)
+        log.info("reconnecting to RabbitMQ in %.1f s", delay)
+        self._reconnect_timer = self._ioloop.call_later(delay, self._connect)
+
+    def _abandon_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        self._on_lost()
+        if connection is not None and not (connection.is_closing or connection.is_closed):
+            with contextlib.suppress(Exception):
+                connection.close()
+        self._schedule_reconnect()
+
+    def _on_disconnected(self, connection: Any, reason: BaseException | str) -> None:
+        """Connection refused while opening, or lost once open: either way, try again later."""
+        if connection is self._connection:
+            self._on_lost()
+            if not self._stopping:
+                log.warning("RabbitMQ connection failed or closed: %s", reason)
+            self._schedule_reconnect()
+
+    def _on_connection_open(self, connection: pika.SelectConnection) -> None:
+        connection.channel(on_open_callback=self._on_channel_open)
+
+    def _on_channel_open(self, channel: Channel) -> None:
+        self._channel = channel
+        channel.add_on_close_callback(self._on_channel_closed)
+        channel.add_on_return_callback(self._on_return)
+        channel.confirm_delivery(
+            functools.partial(self._on_confirm, channel), callback=self._on_confirm_mode
+        )
+
+    def _on_confirm_mode(self, _frame: Any) -> None:
+        assert self._channel is not None
+        self._channel.exchange_declare(
+            self._exchange, ExchangeType.direct, durable=True, callback=self._on_exchange_declared
+        )
+
+    def _on_exchange_declared(self, _frame: Any) -> None:
+        self._next_tag = self._floor_tag = 1
+        self._backoff_s = _MIN_BACKOFF_S
+        self._ready.set()
+        log.info("RabbitMQ publisher ready on exchange %r", self._exchange)
+
+    def _on_channel_closed(self, channel: Channel, reason: BaseException) -> None:
+        connection = self._connection
+        if channel is not self._channel or connection is None:
+            return
+        self._on_lost()
+        if not (self._stopping or connection.is_closing or connection.is_closed):
+            # Reconnecting the whole connection gives the backoff a channel reopen would lack.
+            log.warning("RabbitMQ channel closed: %s", reason)
+            connection.close()
+
+    def _on_lost(self) -> None:
+        with self._lock:
+            self._ready.clear()
+            batches, self._inflight = self._inflight, set()
+        self._channel = None
+        self._pending.clear()
+        self._returned.clear()
+        self._declared.clear()
+        for batch in batches:
+            batch.finish()
+
+    def _shutdown(self) -> None:
+        assert self._ioloop is not None
+        if self._reconnect_timer is not None:
+            self._ioloop.remove_timeout(self._reconnect_timer)
+        connection = self._connection
+        if connection is None or connection.is_closed:
+            self._ioloop.stop()
+            return
+        self._ioloop.call_later(_CLOSE_TIMEOUT_S - 1.0, self._ioloop.stop)
+        if not connection.is_closing:
+            connection.close()
+
+    def _start_batch(self, batch: _Batch) -> None:
+        try:
+            self._declare_then_publish(batch)
+        except Exception:
+            log.exception("publishing a batch of %d messages failed", len(batch.messages))
+            batch.finish()
+
+    def _declare_then_publish(self, batch: _Batch) -> None:
+        if batch.done.is_set():
+            return
+        if self._channel is None or not self._ready.is_set():
+            batch.finish()
+            return
+        missing = {m.application for m in batch.messages} - self._declared
+        if not (self._declare_queues and missing):
+            self._publish(batch)
+            return
+        countdown = [len(missing)]
+
+        def bound(application: str, _frame: Any) -> None:
+            self._declared.add(application)
+            countdown[0] -= 1
+            if countdown[0] == 0:
+                self._publish(batch)
+
+        # Concurrent batches may declare the same queue twice; declare and bind are idempotent.
+        for application in missing:
+            self._declare_queue(self._channel, application, functools.partial(bound, application))
+
+    def _declare_queue(self, channel: Channel, application: str, on_bound: Callable) -> None:
+        queue = self._queue_prefix + application
+
+        def bind(_frame: Any) -> None:
+            channel.queue_bind(queue, self._exchange, routing_key=application, callback=on_bound)
+
+        channel.queue_declare(queue, durable=True, callback=bind)
+
+    def _publish(self, batch: _Batch) -> None:
+        channel = self._channel
+        if batch.done.is_set() or channel is None or not channel.is_open:
+            batch.finish()
+            return
+        timestamp = int(time.time())
+        for index, message in enumerate(batch.messages):
+            properties = pika.BasicProperties(
+                delivery_mode=2,
+                message_id=message.message_id,
+                content_type="application/json",
+                timestamp=timestamp,
+            )
+            try:
+                channel.basic_publish(
+                    self._exchange, message.application, message.body, properties, mandatory=True
+                )
+            except AMQPError as exc:
+                log.warning("publish failed after %d messages: %s", index, exc)
+                batch.finish()
+                return
+            self._pending[self._next_tag] = (batch, index, message.message_id)
+            self._next_tag += 1
+
+    def _on_return(self, channel: Channel, method: Any, properties: Any, _body: bytes) -> None:
+        if channel is self._channel:
+            log.warning("broker returned %s: %s", properties.message_id, method.reply_text)
+            self._returned.add(properties.message_id)
+
+    def _on_confirm(self, channel: Channel, frame: Any) -> None:
+        method = frame.method
+        if channel is not self._channel:
+            return
+        acked = isinstance(method, pika.spec.Basic.Ack)
+        first = self._floor_tag if method.multiple else method.delivery_tag
+        for tag in range(first, method.delivery_tag + 1):
+            self._settle(tag, acked)
+        if method.multiple:
+            self._floor_tag = max(self._floor_tag, method.delivery_tag + 1)
+
+    def _settle(self, tag: int, acked: bool) -> None:
+        entry = self._pending.pop(tag, None)
+        if entry is None:
+            return
+        batch, index, message_id = entry
+        returned = message_id in self._returned
+        self._returned.discard(message_id)
+        if not acked:
+            log.warning("broker nacked message %s", message_id)
+        batch.resolve(index, acked and not returned)

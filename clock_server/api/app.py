@@ -1,0 +1,115 @@
+"""The Flask application factory and the one place errors become HTTP responses."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import PathConverter
+
+from clock_server.errors import (
+    ClockError,
+    Conflict,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+    ValidationError,
+)
+from clock_server.metrics import Metrics
+from clock_server.publishing import Publisher
+from clock_server.settings import Settings
+from clock_server.store import AlarmStore
+from clock_server.timesource import Clock
+
+log = logging.getLogger(__name__)
+
+_STATUS_BY_ERROR: list[tuple[type[ClockError], int]] = [
+    (PayloadTooLarge, 413),
+    (ValidationError, 400),
+    (NotFound, 404),
+    (Conflict, 409),
+    (Unavailable, 503),
+]
+
+
+class DueNotifier(Protocol):
+    """What the API needs of the engine: to be told an alarm falls due at `due_ms`."""
+
+    def notify_due(self, due_ms: int) -> None: ...
+
+
+@dataclass
+class Services:
+    """Everything a request handler uses; built once by the entry point."""
+
+    settings: Settings
+    store: AlarmStore
+    clock: Clock
+    metrics: Metrics
+    engine: DueNotifier | None = None  # None when this process runs no engine
+    publisher: Publisher | None = None
+
+
+def create_app(services: Services) -> Flask:
+    """A Flask app serving /v1, /healthz, /metrics and /openapi.json over `services`."""
+    from clock_server.api.routes import api
+
+    app = Flask("clock_server")
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["clock"] = services
+    # A business_id may hold "/" anywhere: "//" must not be redirected to another key, and a
+    # leading "/" (an empty-looking path segment) must still reach the alarm routes.
+    app.url_map.merge_slashes = False
+    app.url_map.converters["path"] = _AnyPath
+    app.register_blueprint(api)
+    app.register_error_handler(ClockError, _clock_error)
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _unexpected_error)
+    return app
+
+
+class _AnyPath(PathConverter):
+    """Like werkzeug's `path`, but the value may also start with "/"."""
+
+    regex = ".+?"
+
+
+def error_body(error: ClockError) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": error.code, "message": error.message, "field": error.field}
+    if isinstance(error, Conflict):
+        body["status"] = error.status
+    return {"error": body}
+
+
+def status_for(error: ClockError) -> int:
+    for error_type, status in _STATUS_BY_ERROR:
+        if isinstance(error, error_type):
+            return status
+    return 500
+
+
+def _clock_error(error: ClockError) -> tuple[Response, int]:
+    status = status_for(error)
+    if status >= 500:
+        log.warning("request failed: %s", error.message, extra={"action": "request_unavailable"})
+    return jsonify(error_body(error)), status
+
+
+def _http_error(error: HTTPException) -> tuple[Response, int, list[tuple[str, str]]]:
+    status = error.code or 500
+    codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+    message = error.description or error.name
+    if status == 413:
+        message = "the request body is over the size limit"
+    body = {"code": codes.get(status, "http_error"), "message": message, "field": None}
+    headers = [(name, value) for name, value in error.get_headers() if name == "Allow"]
+    return jsonify({"error": body}), status, headers
+
+
+def _unexpected_error(error: Exception) -> tuple[Response, int]:
+    log.exception("unexpected error", extra={"action": "request_error"})
+    body = {"code": "internal", "message": "internal server error", "field": None}
+    return jsonify({"error": body}), 500

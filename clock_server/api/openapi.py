@@ -1,0 +1,229 @@
+"""The OpenAPI 3 document, built from the same pydantic models that validate requests."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from clock_server import __version__
+from clock_server.api.validation import APPLICATION_PATTERN, CreateAlarm, UpdateAlarm
+from clock_server.model import STATUSES
+
+_REF = "#/components/schemas/{model}"
+
+_ALARM = {
+    "type": "object",
+    "required": [
+        "id",
+        "application",
+        "business_id",
+        "payload",
+        "target_ring_at",
+        "latest_ring_at",
+        "next_try_time",
+        "retry_times",
+        "status",
+        "rung_at",
+        "created_at",
+        "updated_at",
+    ],
+    "properties": {
+        "id": {"type": "integer"},
+        "application": {"type": "string"},
+        "business_id": {"type": "string"},
+        "payload": {"type": "string"},
+        "target_ring_at": {"type": "integer", "description": "epoch ms"},
+        "latest_ring_at": {"type": ["integer", "null"], "description": "epoch ms cutoff"},
+        "next_try_time": {
+            "type": "integer",
+            "description": "epoch ms of the next try; while an engine holds the alarm, "
+            "the end of its claim",
+        },
+        "retry_times": {"type": "integer"},
+        "status": {"type": "string", "enum": list(STATUSES)},
+        "rung_at": {"type": ["integer", "null"], "description": "epoch ms of the publish"},
+        "created_at": {"type": "integer"},
+        "updated_at": {"type": "integer"},
+    },
+}
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "field"],
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "field": {"type": ["string", "null"]},
+                "status": {"type": "string", "enum": list(STATUSES)},
+            },
+        }
+    },
+}
+
+_BATCH_RESULT = {
+    "type": "object",
+    "required": ["status"],
+    "properties": {
+        "status": {"type": "integer", "enum": [200, 201, 400, 413]},
+        "alarm": {"$ref": "#/components/schemas/Alarm"},
+        "error": _ERROR["properties"]["error"],  # type: ignore[index]
+    },
+}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    reasons = {
+        400: "invalid request",
+        404: "no such alarm",
+        409: "the alarm is not pending",
+        413: "body or payload over the limit",
+        503: "database unavailable",
+    }
+    return {str(code): {"description": reasons[code], **_json(_ref("Error"))} for code in codes}
+
+
+_KEY_PARAMS = [
+    {
+        "name": "application",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+    },
+    {
+        "name": "business_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+    },
+]
+
+_LIST_PARAMS = [
+    {
+        "name": "application",
+        "in": "query",
+        "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+    },
+    {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(STATUSES)}},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}},
+    {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+]
+
+
+def _alarm_ok(description: str) -> dict[str, Any]:
+    return {"description": description, **_json(_ref("Alarm"))}
+
+
+@functools.cache
+def openapi_document() -> dict[str, Any]:
+    """The API as OpenAPI 3.1 (JSON Schema 2020-12 for bodies)."""
+    schemas: dict[str, Any] = {"Alarm": _ALARM, "Error": _ERROR}
+    for model in (CreateAlarm, UpdateAlarm):
+        schemas[model.__name__] = model.model_json_schema(ref_template=_REF)
+    schemas["BatchCreate"] = {
+        "type": "object",
+        "required": ["alarms"],
+        "additionalProperties": False,
+        "properties": {"alarms": {"type": "array", "minItems": 1, "items": _ref("CreateAlarm")}},
+    }
+    schemas["BatchResult"] = _BATCH_RESULT
+    paths = {
+        "/v1/alarms": {
+            "post": {
+                "summary": "Create an alarm (idempotent by application and business_id)",
+                "requestBody": {"required": True, **_json(_ref("CreateAlarm"))},
+                "responses": {
+                    "201": _alarm_ok("created"),
+                    "200": _alarm_ok("already existed; the stored alarm, unchanged"),
+                    **_errors(400, 413, 503),
+                },
+            },
+            "get": {
+                "summary": "List alarms in id order, keyset-paginated",
+                "parameters": _LIST_PARAMS,
+                "responses": {
+                    "200": {
+                        "description": "a page",
+                        **_json(
+                            {
+                                "type": "object",
+                                "required": ["alarms", "next_cursor"],
+                                "properties": {
+                                    "alarms": {"type": "array", "items": _ref("Alarm")},
+                                    "next_cursor": {"type": ["string", "null"]},
+                                },
+                            }
+                        ),
+                    },
+                    **_errors(400, 503),
+                },
+            },
+        },
+        "/v1/alarms/batch": {
+            "post": {
+                "summary": "Create many alarms; one result per item, in order",
+                "requestBody": {"required": True, **_json(_ref("BatchCreate"))},
+                "responses": {
+                    "200": {
+                        "description": "per-item results",
+                        **_json(
+                            {
+                                "type": "object",
+                                "required": ["results"],
+                                "properties": {
+                                    "results": {"type": "array", "items": _ref("BatchResult")}
+                                },
+                            }
+                        ),
+                    },
+                    **_errors(400, 413, 503),
+                },
+            },
+        },
+        "/v1/alarms/{application}/{business_id}": {
+            "parameters": _KEY_PARAMS,
+            "get": {
+                "summary": "Read an alarm",
+                "responses": {"200": _alarm_ok("the alarm"), **_errors(400, 404, 503)},
+            },
+            "patch": {
+                "summary": "Move, re-cut or change the payload of a pending alarm",
+                "requestBody": {"required": True, **_json(_ref("UpdateAlarm"))},
+                "responses": {"200": _alarm_ok("changed"), **_errors(400, 404, 409, 413, 503)},
+            },
+            "delete": {
+                "summary": "Cancel an alarm; never rung after a 200",
+                "responses": {"200": _alarm_ok("cancelled"), **_errors(400, 404, 409, 503)},
+            },
+        },
+        "/healthz": {
+            "get": {
+                "summary": "Database and broker reachability",
+                "responses": {
+                    "200": {"description": "healthy"},
+                    "503": {"description": "a part is down"},
+                },
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "clock",
+            "version": __version__,
+            "description": "Alarms stored in a database and rung to RabbitMQ on time.",
+        },
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }

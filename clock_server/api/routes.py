@@ -1,0 +1,144 @@
+"""The /v1 alarm endpoints, /healthz, /metrics and /openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from clock_server.api import validation
+from clock_server.api.app import Services, error_body, status_for
+from clock_server.api.openapi import openapi_document
+from clock_server.errors import ClockError, Unavailable
+from clock_server.model import Alarm
+
+api = Blueprint("api", __name__)
+
+_BODY_OVERHEAD = 16_384  # room for the JSON around a payload at its size limit
+
+
+def services() -> Services:
+    return current_app.extensions["clock"]  # type: ignore[no-any-return]
+
+
+@api.post("/v1/alarms")
+def create_alarm() -> tuple[Response, int]:
+    svc = services()
+    data = _json_body(svc.settings.payload_max_bytes + _BODY_OVERHEAD)
+    now_ms = svc.clock.now_ms()
+    new = validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes)
+    alarm, created = svc.store.create(new, now_ms)
+    if created:
+        svc.metrics.created.inc()
+        _notify(svc, alarm)
+    return jsonify(alarm.to_json()), 201 if created else 200
+
+
+@api.post("/v1/alarms/batch")
+def create_alarms() -> tuple[Response, int]:
+    svc = services()
+    limit = svc.settings.batch_max_items * (svc.settings.payload_max_bytes + 1_024)
+    data = _json_body(limit + _BODY_OVERHEAD)
+    items = validation.batch_items(data, svc.settings.batch_max_items)
+    now_ms = svc.clock.now_ms()
+    results: list[dict[str, Any] | None] = []
+    valid = []
+    for item in items:
+        try:
+            valid.append(validation.new_alarm(item, now_ms, svc.settings.payload_max_bytes))
+            results.append(None)
+        except ClockError as error:
+            results.append({"status": status_for(error), **error_body(error)})
+    stored = iter(svc.store.create_many(valid, now_ms) if valid else [])
+    earliest: int | None = None
+    for index, result in enumerate(results):
+        if result is None:
+            alarm, created = next(stored)
+            results[index] = {"status": 201 if created else 200, "alarm": alarm.to_json()}
+            if created:
+                svc.metrics.created.inc()
+                earliest = (
+                    alarm.next_try_time if earliest is None else min(earliest, alarm.next_try_time)
+                )
+    if earliest is not None and svc.engine is not None:
+        svc.engine.notify_due(earliest)
+    return jsonify({"results": results}), 200
+
+
+@api.get("/v1/alarms/<application>/<path:business_id>")
+def get_alarm(application: str, business_id: str) -> Response:
+    _check_key(application, business_id)
+    return jsonify(services().store.get(application, business_id).to_json())
+
+
+@api.patch("/v1/alarms/<application>/<path:business_id>")
+def update_alarm(application: str, business_id: str) -> Response:
+    svc = services()
+    _check_key(application, business_id)
+    data = _json_body(svc.settings.payload_max_bytes + _BODY_OVERHEAD)
+    now_ms = svc.clock.now_ms()
+    changes = validation.alarm_changes(data, now_ms, svc.settings.payload_max_bytes)
+    alarm = svc.store.update(application, business_id, changes, now_ms)
+    if changes.target_ring_at is not None:
+        _notify(svc, alarm)
+    return jsonify(alarm.to_json())
+
+
+@api.delete("/v1/alarms/<application>/<path:business_id>")
+def cancel_alarm(application: str, business_id: str) -> Response:
+    svc = services()
+    _check_key(application, business_id)
+    return jsonify(svc.store.cancel(application, business_id, svc.clock.now_ms()).to_json())
+
+
+@api.get("/v1/alarms")
+def list_alarms() -> Response:
+    svc = services()
+    application, status, limit, after_id = validation.list_query(
+        request.args.to_dict(), svc.settings.list_max_limit
+    )
+    alarms = svc.store.list(application, status, limit, after_id)
+    cursor = validation.encode_cursor(alarms[-1].id) if len(alarms) == limit else None
+    return jsonify({"alarms": [a.to_json() for a in alarms], "next_cursor": cursor})
+
+
+@api.get("/healthz")
+def healthz() -> tuple[Response, int]:
+    svc = services()
+    try:
+        svc.store.ping()
+        database = "ok"
+    except Unavailable:
+        database = "down"
+    broker = "disabled"
+    if svc.publisher is not None:
+        broker = "ok" if svc.publisher.is_healthy() else "down"
+    healthy = database == "ok" and broker != "down"
+    body = {"status": "ok" if healthy else "unavailable", "database": database, "broker": broker}
+    return jsonify(body), 200 if healthy else 503
+
+
+@api.get("/metrics")
+def metrics() -> Response:
+    return Response(generate_latest(services().metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+
+
+@api.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(openapi_document())
+
+
+def _json_body(max_bytes: int) -> dict[str, Any]:
+    request.max_content_length = max_bytes
+    return validation.parse_json(request.get_data(cache=False))
+
+
+def _check_key(application: str, business_id: str) -> None:
+    validation.check_application(application)
+    validation.check_business_id(business_id)
+
+
+def _notify(svc: Services, alarm: Alarm) -> None:
+    if svc.engine is not None:
+        svc.engine.notify_due(alarm.next_try_time)

@@ -1,0 +1,213 @@
+"""Request bodies and query strings turned into validated domain objects, or a clear 4xx."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ValidationError as PydanticError
+from pydantic_core import PydanticCustomError
+
+from clock_server.errors import PayloadTooLarge, ValidationError
+from clock_server.model import MAX_EPOCH_MS, STATUSES, AlarmChanges, NewAlarm
+
+APPLICATION_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+_APPLICATION_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def _utf8(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PydanticCustomError("invalid_text", "must be valid Unicode text") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_utf8)]
+EpochMs = Annotated[int, Field(ge=0, le=MAX_EPOCH_MS, description="epoch milliseconds, UTC")]
+Application = Annotated[
+    str, Field(pattern=APPLICATION_PATTERN, description="routing key and queue suffix")
+]
+BusinessId = Annotated[Text, Field(min_length=1, max_length=128)]
+DelayMs = Annotated[int, Field(ge=0, le=MAX_EPOCH_MS, description="ring this many ms from now")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    @field_validator("payload", check_fields=False)
+    @classmethod
+    def _payload_size(cls, value: str | None, info: ValidationInfo) -> str | None:
+        limit = (info.context or {}).get("payload_max_bytes")
+        if value is not None and limit is not None and len(value.encode("utf-8")) > limit:
+            raise PydanticCustomError(
+                "payload_too_large", "payload is over the limit of {limit} bytes", {"limit": limit}
+            )
+        return value
+
+
+class CreateAlarm(_Body):
+    """POST /v1/alarms: give exactly one of target_ring_at and delay_ms."""
+
+    application: Application
+    business_id: BusinessId
+    payload: Text
+    target_ring_at: EpochMs | None = None
+    delay_ms: DelayMs | None = None
+    latest_ring_at: EpochMs | None = None
+
+
+class UpdateAlarm(_Body):
+    """PATCH /v1/alarms/{application}/{business_id}: at most one of target_ring_at and delay_ms."""
+
+    payload: Text | None = None
+    target_ring_at: EpochMs | None = None
+    delay_ms: DelayMs | None = None
+    latest_ring_at: EpochMs | None = None
+
+
+class BatchCreate(BaseModel):
+    """POST /v1/alarms/batch: each item is a CreateAlarm, validated on its own."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+    alarms: list[Any]  # items that are not objects get their own 400 in the results
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    """Decode a JSON object; duplicate keys, bad UTF-8 and deep nesting are 400s."""
+    try:
+        data = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+    except UnicodeDecodeError:
+        raise ValidationError("the body is not valid UTF-8") from None
+    except RecursionError:
+        raise ValidationError("the JSON body is nested too deeply") from None
+    except ValueError as error:
+        raise ValidationError(f"the body is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise ValidationError("the JSON body must be an object")
+    return data
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def new_alarm(data: Any, now_ms: int, payload_max_bytes: int) -> NewAlarm:
+    """Validate a create request; the target comes from delay_ms when that is given."""
+    if not isinstance(data, dict):
+        raise ValidationError("each alarm must be a JSON object")
+    body = _validate(CreateAlarm, data, payload_max_bytes)
+    target = _one_target(body.target_ring_at, body.delay_ms, now_ms, required=True)
+    assert target is not None
+    if body.latest_ring_at is not None and body.latest_ring_at < target:
+        raise ValidationError(
+            "latest_ring_at must not be before target_ring_at", field="latest_ring_at"
+        )
+    return NewAlarm(body.application, body.business_id, body.payload, target, body.latest_ring_at)
+
+
+def alarm_changes(data: dict[str, Any], now_ms: int, payload_max_bytes: int) -> AlarmChanges:
+    """Validate a PATCH; latest_ring_at may be set to null to remove the cutoff."""
+    body = _validate(UpdateAlarm, data, payload_max_bytes)
+    if not body.model_fields_set:
+        raise ValidationError(
+            "nothing to change: give payload, target_ring_at, delay_ms or latest_ring_at"
+        )
+    target = _one_target(body.target_ring_at, body.delay_ms, now_ms, required=False)
+    return AlarmChanges(
+        target_ring_at=target,
+        payload=body.payload,
+        set_latest_ring_at="latest_ring_at" in body.model_fields_set,
+        latest_ring_at=body.latest_ring_at,
+    )
+
+
+def batch_items(data: dict[str, Any], max_items: int) -> list[Any]:
+    body = _validate(BatchCreate, data, None)
+    if not body.alarms:
+        raise ValidationError("alarms must hold at least one alarm", field="alarms")
+    if len(body.alarms) > max_items:
+        raise PayloadTooLarge(
+            f"a batch holds at most {max_items} alarms, got {len(body.alarms)}", field="alarms"
+        )
+    return body.alarms
+
+
+def list_query(
+    args: dict[str, str], max_limit: int
+) -> tuple[str | None, str | None, int, int | None]:
+    """(application, status, limit, after_id) from the query string of GET /v1/alarms."""
+    application = args.get("application") or None
+    if application is not None:
+        check_application(application)
+    status = args.get("status") or None
+    if status is not None and status not in STATUSES:
+        raise ValidationError(f"status must be one of {', '.join(STATUSES)}", field="status")
+    raw_limit = args.get("limit", "100")
+    # isdigit() alone lets through "²" and 5000-digit strings, on which int() raises
+    digits = raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 9
+    if not digits or not 1 <= int(raw_limit) <= max_limit:
+        raise ValidationError(f"limit must be a whole number from 1 to {max_limit}", field="limit")
+    cursor = args.get("cursor") or None
+    return application, status, int(raw_limit), decode_cursor(cursor) if cursor else None
+
+
+def check_application(application: str) -> None:
+    if not _APPLICATION_RE.fullmatch(application):
+        raise ValidationError(
+            "application must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-'",
+            field="application",
+        )
+
+
+def check_business_id(business_id: str) -> None:
+    if not 1 <= len(business_id) <= 128:
+        raise ValidationError("business_id must be 1 to 128 characters", field="business_id")
+
+
+def encode_cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        prefix, _, value = text.partition(":")
+        if prefix == "id" and value.isascii() and value.isdigit() and int(value) < 2**63:
+            return int(value)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        pass
+    raise ValidationError("cursor is not one this server handed out", field="cursor")
+
+
+def _one_target(target: int | None, delay: int | None, now_ms: int, required: bool) -> int | None:
+    if target is not None and delay is not None:
+        raise ValidationError("give target_ring_at or delay_ms, not both", field="delay_ms")
+    if delay is not None:
+        if now_ms + delay > MAX_EPOCH_MS:
+            raise ValidationError("delay_ms reaches beyond the year 9999", field="delay_ms")
+        return now_ms + delay
+    if target is None and required:
+        raise ValidationError("give one of target_ring_at or delay_ms", field="target_ring_at")
+    return target
+
+
+def _validate(model: type[BaseModel], data: dict[str, Any], payload_max_bytes: int | None):  # type: ignore[no-untyped-def]
+    try:
+        return model.model_validate(data, context={"payload_max_bytes": payload_max_bytes})
+    except PydanticError as error:
+        first = error.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"]) or None
+        message = f"{field}: {first['msg']}" if field else first["msg"]
+        if first["type"] == "payload_too_large":
+            raise PayloadTooLarge(message, field=field) from None
+        raise ValidationError(message, field=field) from None

@@ -1,0 +1,172 @@
+"""The engine's side of the store: claiming due alarms, giving claims back, ringing in batches."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+from sqlalchemy import Connection, and_, bindparam, select, update
+
+from clock_server.model import DEAD, EXPIRED, PENDING, RUNG, Claim, RingRow
+from clock_server.schema import clock
+from clock_server.store import AlarmStore, chunks, translate_errors
+
+_ID_CHUNK = 1_000
+
+
+class ClaimStore:
+    """Leases on due alarms, taken in batches with SKIP LOCKED, valid while the version holds."""
+
+    def __init__(self, store: AlarmStore, owner: str) -> None:
+        self.store = store
+        self.owner = owner
+
+    def claim_due(self, horizon_ms: int, lease_until_ms: int, limit: int) -> list[Claim]:
+        """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first.
+
+        Each claimed row's next_try_time moves to `lease_until_ms`, out of the range the next
+        scan reads; if this process dies, the alarm becomes due again when the lease ends.
+        """
+        query = (
+            select(clock.c.id, clock.c.next_try_time, clock.c.version)
+            .where(and_(clock.c.status == PENDING, clock.c.next_try_time <= horizon_ms))
+            .order_by(clock.c.next_try_time)
+            .limit(limit)
+        )
+        caps = self.store.caps
+        if caps.row_locks:
+            query = query.with_for_update(skip_locked=caps.skip_locked)
+        with translate_errors(), self.store.engine.begin() as conn:
+            rows = conn.execute(query).all()
+            if not rows:
+                return []
+            for chunk in chunks([row.id for row in rows], _ID_CHUNK):
+                conn.execute(
+                    update(clock)
+                    .where(clock.c.id.in_(chunk))
+                    .values(
+                        next_try_time=lease_until_ms,
+                        claimed_by=self.owner,
+                        version=clock.c.version + 1,
+                    )
+                )
+        return [Claim(due_ms=row.next_try_time, id=row.id, version=row.version + 1) for row in rows]
+
+    def release(self, claims: Sequence[Claim], now_ms: int) -> int:
+        """Give claims back: each alarm is due again at its own time. Stale claims are ignored."""
+        if not claims:
+            return 0
+        statement = (
+            update(clock)
+            .where(
+                and_(
+                    clock.c.id == bindparam("b_id"),
+                    clock.c.version == bindparam("b_version"),
+                    clock.c.status == PENDING,
+                )
+            )
+            .values(
+                next_try_time=bindparam("b_due"),
+                claimed_by=None,
+                version=clock.c.version + 1,
+                update_time=now_ms,
+            )
+        )
+        params = [{"b_id": c.id, "b_version": c.version, "b_due": c.due_ms} for c in claims]
+        with translate_errors(), self.store.engine.begin() as conn:
+            result = conn.execute(statement, params)
+        return result.rowcount
+
+    @contextlib.contextmanager
+    def ring_transaction(self) -> Iterator[RingTransaction]:
+        """One transaction for a ring batch; the locks it takes are held until it ends."""
+        with translate_errors(), self.store.engine.begin() as conn:
+            yield RingTransaction(conn, self.store.caps.row_locks)
+
+
+class RingTransaction:
+    """Row-locked view of a ring batch: which claims are still live, and their outcomes."""
+
+    def __init__(self, conn: Connection, row_locks: bool) -> None:
+        self.conn = conn
+        self.row_locks = row_locks
+
+    def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
+        """Lock the claimed rows and return those still pending with the claimed version.
+
+        A concurrent cancel or PATCH either committed before (the row no longer matches and is
+        skipped) or waits on the lock until this transaction has decided the alarm's fate.
+        """
+        wanted = {claim.id: claim.version for claim in claims}
+        live: list[RingRow] = []
+        for chunk in chunks(sorted(wanted), _ID_CHUNK):
+            query = select(
+                clock.c.id,
+                clock.c.application,
+                clock.c.business_id,
+                clock.c.payload,
+                clock.c.target_ring_at,
+                clock.c.latest_ring_at,
+                clock.c.retry_times,
+                clock.c.status,
+                clock.c.version,
+            ).where(clock.c.id.in_(chunk))
+            if self.row_locks:
+                query = query.with_for_update()
+            for row in self.conn.execute(query):
+                if row.status == PENDING and row.version == wanted[row.id]:
+                    live.append(_ring_row(row))
+        return live
+
+    def mark_rung(self, ids: Sequence[int], rung_at_ms: int, now_ms: int) -> None:
+        self._set_final(ids, RUNG, now_ms, rung_at=rung_at_ms)
+
+    def mark_expired(self, ids: Sequence[int], now_ms: int) -> None:
+        self._set_final(ids, EXPIRED, now_ms)
+
+    def mark_dead(self, ids: Sequence[int], now_ms: int) -> None:
+        self._set_final(ids, DEAD, now_ms)
+
+    def schedule_retries(self, retries: Sequence[tuple[int, int]], now_ms: int) -> None:
+        """Each (id, next_try_time): count the failed try and make the alarm due again then."""
+        if not retries:
+            return
+        statement = (
+            update(clock)
+            .where(clock.c.id == bindparam("b_id"))
+            .values(
+                next_try_time=bindparam("b_next"),
+                retry_times=clock.c.retry_times + 1,
+                claimed_by=None,
+                version=clock.c.version + 1,
+                update_time=now_ms,
+            )
+        )
+        self.conn.execute(statement, [{"b_id": i, "b_next": t} for i, t in retries])
+
+    def _set_final(self, ids: Sequence[int], status: str, now_ms: int, **extra: object) -> None:
+        for chunk in chunks(list(ids), _ID_CHUNK):
+            self.conn.execute(
+                update(clock)
+                .where(clock.c.id.in_(chunk))
+                .values(
+                    status=status,
+                    claimed_by=None,
+                    version=clock.c.version + 1,
+                    next_try_time=now_ms,
+                    update_time=now_ms,
+                    **extra,
+                )
+            )
+
+
+def _ring_row(row) -> RingRow:  # type: ignore[no-untyped-def]
+    return RingRow(
+        id=row.id,
+        application=row.application,
+        business_id=row.business_id,
+        payload=row.payload,
+        target_ring_at=row.target_ring_at,
+        latest_ring_at=row.latest_ring_at,
+        retry_times=row.retry_times,
+    )

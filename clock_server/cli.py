@@ -1,0 +1,52 @@
+"""The `clock-server` command: `serve` (the default) runs the service, `migrate` migrates."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from clock_server import __version__, migrate
+from clock_server.db import make_engine
+from clock_server.errors import ConfigError
+from clock_server.settings import Settings, mask_url
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="clock-server",
+        description="Alarm-clock service. Settings come from CLOCK_* environment variables.",
+    )
+    parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
+    parser.add_argument("--version", action="version", version=f"clock {__version__}")
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except ConfigError as error:
+        print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
+        return 2
+    _configure_logging(settings.log_level)
+    if args.command == "migrate":
+        engine = make_engine(settings.database_url)
+        migrate.upgrade(engine)
+        engine.dispose()
+        logging.getLogger(__name__).info("migrated %s", mask_url(settings.database_url))
+        return 0
+    from clock_server.server import serve
+
+    serve(settings)
+    return 0
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("pika").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

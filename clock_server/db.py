@@ -1,0 +1,67 @@
+"""Creating the SQLAlchemy engine, with what each dialect needs decided once here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the database can do, decided once at start-up."""
+
+    row_locks: bool  # SELECT ... FOR UPDATE (MySQL/MariaDB); SQLite locks the whole file
+    skip_locked: bool  # FOR UPDATE SKIP LOCKED (MySQL 8, MariaDB 10.6)
+
+
+def make_engine(url: str, pool_size: int = 20) -> Engine:
+    """An engine for `url`; SQLite gets WAL and BEGIN IMMEDIATE so writers serialize cleanly."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=3600,
+        pool_timeout=10,
+        isolation_level="READ COMMITTED",
+        connect_args={"connect_timeout": 5, "charset": "utf8mb4"},
+    )
+
+
+def capabilities(engine: Engine) -> Capabilities:
+    if engine.dialect.name == "sqlite":
+        return Capabilities(row_locks=False, skip_locked=False)
+    with engine.connect() as conn:
+        version = conn.exec_driver_sql("SELECT VERSION()").scalar_one()
+    return Capabilities(row_locks=True, skip_locked=_supports_skip_locked(str(version)))
+
+
+def _supports_skip_locked(version: str) -> bool:
+    numbers = [int(part) for part in version.split("-")[0].split(".")[:2] if part.isdigit()]
+    major, minor = [*numbers, 0, 0][:2]
+    if "mariadb" in version.lower():
+        return (major, minor) >= (10, 6)
+    return major >= 8
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    # pysqlite's own transaction handling defers BEGIN; take the write lock at BEGIN instead,
+    # so a read-then-write transaction cannot fail halfway with "database is locked".
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -1,0 +1,113 @@
+"""The engine: a preload thread and a ring thread around one bounded heap."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from clock_server.backoff import RetryPolicy
+from clock_server.claims import ClaimStore
+from clock_server.heap import ClaimHeap
+from clock_server.metrics import Metrics
+from clock_server.preloader import Preloader
+from clock_server.publishing import Publisher
+from clock_server.ringer import Ringer
+from clock_server.settings import Settings
+from clock_server.store import AlarmStore
+from clock_server.timesource import Clock
+from clock_server.worker import Waker, Worker
+
+log = logging.getLogger(__name__)
+
+
+class Engine:
+    """Claims alarms as they come within the window and rings them when due.
+
+    Constructing it does nothing; start() starts both threads, stop() hands everything back.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: AlarmStore,
+        publisher: Publisher,
+        clock: Clock,
+        metrics: Metrics,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.metrics = metrics
+        self.publisher = publisher
+        self.claims = ClaimStore(store, settings.instance_id)
+        self.heap = ClaimHeap(settings.heap_size)
+        self.preload_waker = Waker()
+        self.ring_waker = Waker()
+        self.preloader = Preloader(
+            self.claims,
+            self.heap,
+            clock,
+            self.ring_waker,
+            metrics,
+            window_ms=settings.preload_window_ms,
+            interval_s=settings.preload_interval_s,
+            lease_ms=settings.lease_ms,
+            batch=settings.claim_batch,
+        )
+        retry = RetryPolicy(
+            base_ms=int(settings.retry_base_s * 1000),
+            cap_ms=int(settings.retry_cap_s * 1000),
+            max_retries=settings.retry_max,
+        )
+        self.ringer = Ringer(
+            self.claims,
+            self.heap,
+            publisher,
+            clock,
+            metrics,
+            retry,
+            batch=settings.ring_batch,
+            publish_timeout_s=settings.publish_timeout_s,
+        )
+        self._preload_worker = Worker("clock-preload", self.preloader.run_once, self.preload_waker)
+        self._ring_worker = Worker("clock-ring", self.ringer.run_once, self.ring_waker)
+        self._started = False
+
+    def start(self) -> None:
+        self._ring_worker.start()
+        self._preload_worker.start()
+        self._started = True
+        log.info("engine %s started", self.settings.instance_id, extra={"action": "engine_started"})
+
+    def notify_due(self, due_ms: int) -> None:
+        """An alarm was written that falls due at `due_ms`: claim it now if inside the window."""
+        if due_ms <= self.clock.now_ms() + self.settings.preload_window_ms:
+            self.preload_waker.wake()
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop claiming, finish the ring batch in hand, give every claim back. Bounded in time."""
+        if not self._started:
+            return
+        self._started = False
+        deadline = time.monotonic() + (timeout_s or self.settings.shutdown_timeout_s)
+        self._preload_worker.stop()
+        self._ring_worker.stop()
+        for worker in (self._preload_worker, self._ring_worker):
+            if not worker.join(max(deadline - time.monotonic(), 0.1)):
+                log.error(
+                    "%s did not stop in time", worker.name, extra={"action": "engine_stop_late"}
+                )
+        held = self.heap.drain()
+        try:
+            released = self.claims.release(held, self.clock.now_ms())
+            log.info(
+                "engine stopped; gave back %d of %d claims",
+                released,
+                len(held),
+                extra={"action": "engine_stopped"},
+            )
+        except Exception:
+            log.exception(
+                "could not give back %d claims; they return when their lease ends",
+                len(held),
+                extra={"action": "release_failed"},
+            )

@@ -1,0 +1,60 @@
+"""One error root for the service; the HTTP layer maps these to status codes in one place."""
+
+from __future__ import annotations
+
+
+class ClockError(Exception):
+    """Root of every error the service raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class ValidationError(ClockError):
+    """The request is malformed or breaks a rule; nothing was changed."""
+
+    code = "validation_error"
+
+
+class PayloadTooLarge(ValidationError):
+    """The body or the payload is over the configured limit."""
+
+    code = "payload_too_large"
+
+
+class NotFound(ClockError):
+    """No alarm with that (application, business_id)."""
+
+    code = "not_found"
+
+
+class Conflict(ClockError):
+    """The alarm is in a status that does not allow the operation."""
+
+    code = "conflict"
+
+    def __init__(self, message: str, *, status: str, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.status = status
+
+
+class Unavailable(ClockError):
+    """A backing service (database or broker) cannot be reached right now."""
+
+    code = "unavailable"
+
+
+class PublishError(ClockError):
+    """The broker did not take a message (down, nack, unroutable, timeout)."""
+
+    code = "publish_error"
+
+
+class ConfigError(ClockError):
+    """A setting has a value the service cannot run with."""
+
+    code = "config_error"

@@ -1,0 +1,47 @@
+"""Prometheus metrics for one service instance (a registry of its own, so tests can make many)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENESS_BUCKETS_S = (
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+
+class Metrics:
+    """Counters the engine and the API update; served at /metrics."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.created = Counter("clock_alarms_created", "Alarms stored by the API", registry=r)
+        self.rung = Counter("clock_alarms_rung", "Alarms published and confirmed", registry=r)
+        self.publish_failures = Counter(
+            "clock_publish_failures", "Publishes the broker did not confirm", registry=r
+        )
+        self.expired = Counter("clock_alarms_expired", "Alarms past latest_ring_at", registry=r)
+        self.dead = Counter("clock_alarms_dead", "Alarms whose retries ran out", registry=r)
+        self.claimed = Counter("clock_alarms_claimed", "Claims taken by the preloader", registry=r)
+        self.released = Counter("clock_claims_released", "Claims given back", registry=r)
+        self.heap_size = Gauge("clock_heap_size", "Claimed alarms held in memory", registry=r)
+        self.lateness = Histogram(
+            "clock_ring_lateness_seconds",
+            "Publish time minus due time",
+            buckets=_LATENESS_BUCKETS_S,
+            registry=r,
+        )

@@ -1,0 +1,34 @@
+"""Applying the Alembic migrations from inside the service."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from alembic.config import Config
+from sqlalchemy import Engine
+
+from alembic import command
+
+log = logging.getLogger(__name__)
+
+
+def script_location() -> str:
+    """The migration scripts: the repository's alembic/ folder, or its installed copy."""
+    checkout = Path(__file__).resolve().parent.parent / "alembic"
+    if (checkout / "env.py").is_file():
+        return str(checkout)
+    installed = Path(__file__).resolve().parent / "migrations"
+    if (installed / "env.py").is_file():
+        return str(installed)
+    raise FileNotFoundError("the Alembic migration scripts are not installed with clock_server")
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the database schema to `revision`."""
+    config = Config()
+    config.set_main_option("script_location", script_location())
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+    log.info("database schema is at %s", revision, extra={"action": "schema_migrated"})

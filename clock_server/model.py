@@ -1,0 +1,94 @@
+"""The alarm as the service sees it, independent of storage and transport."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+PENDING = "pending"
+RUNG = "rung"
+CANCELLED = "cancelled"
+EXPIRED = "expired"
+DEAD = "dead"
+STATUSES = (PENDING, RUNG, CANCELLED, EXPIRED, DEAD)
+
+# Largest epoch ms we accept: 9999-12-31T23:59:59.999Z.
+MAX_EPOCH_MS = 253_402_300_799_999
+
+
+@dataclass(frozen=True, slots=True)
+class NewAlarm:
+    """A validated request to create an alarm."""
+
+    application: str
+    business_id: str
+    payload: str
+    target_ring_at: int
+    latest_ring_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmChanges:
+    """A validated PATCH: None leaves a field as it is; latest_ring_at is changed only when
+    ``set_latest_ring_at`` is true (it may be set to None, meaning no cutoff)."""
+
+    target_ring_at: int | None = None
+    payload: str | None = None
+    set_latest_ring_at: bool = False
+    latest_ring_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Alarm:
+    """A stored alarm."""
+
+    id: int
+    application: str
+    business_id: str
+    payload: str
+    target_ring_at: int
+    latest_ring_at: int | None
+    next_try_time: int
+    retry_times: int
+    status: str
+    rung_at: int | None
+    created_at: int
+    updated_at: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "application": self.application,
+            "business_id": self.business_id,
+            "payload": self.payload,
+            "target_ring_at": self.target_ring_at,
+            "latest_ring_at": self.latest_ring_at,
+            "next_try_time": self.next_try_time,
+            "retry_times": self.retry_times,
+            "status": self.status,
+            "rung_at": self.rung_at,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Claim:
+    """An alarm held in memory: due at ``due_ms``, valid while the row still has ``version``."""
+
+    due_ms: int
+    id: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class RingRow:
+    """What the ring path reads of a claimed alarm under its row lock."""
+
+    id: int
+    application: str
+    business_id: str
+    payload: str
+    target_ring_at: int
+    latest_ring_at: int | None
+    retry_times: int

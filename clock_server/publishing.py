@@ -1,0 +1,38 @@
+"""What the engine needs from a message broker, independent of AMQP."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """One alarm ready to be published."""
+
+    message_id: str
+    application: str  # the routing key; also names the queue clock.<application>
+    body: bytes  # JSON, UTF-8
+
+
+class Publisher(Protocol):
+    """Publishes batches of messages and says which ones the broker took."""
+
+    def publish_batch(self, messages: Sequence[OutgoingMessage], timeout_s: float) -> list[bool]:
+        """Publish every message, persistent and mandatory, with confirms pipelined.
+
+        Returns one flag per message, in order: True only when the broker confirmed the
+        message and did not return it as unroutable. A broker that is down, a nack, a
+        return or no confirm within ``timeout_s`` gives False; the call never raises
+        for broker trouble.
+        """
+        ...
+
+    def is_healthy(self) -> bool:
+        """True while a connection to the broker is open."""
+        ...
+
+    def close(self) -> None:
+        """Finish or fail what is in flight and close the connection."""
+        ...

@@ -1,0 +1,53 @@
+"""The `clock` table, as SQLAlchemy Core metadata. The Alembic migrations create it."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects import mysql
+
+metadata = MetaData()
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY, so the id is INTEGER there.
+_ID = BigInteger().with_variant(Integer(), "sqlite")
+_KEY = String(128).with_variant(mysql.VARCHAR(128, collation="utf8mb4_bin"), "mysql", "mariadb")
+_APP = String(64).with_variant(mysql.VARCHAR(64, collation="utf8mb4_bin"), "mysql", "mariadb")
+_PAYLOAD = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+
+clock = Table(
+    "clock",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("application", _APP, nullable=False),
+    Column("business_id", _KEY, nullable=False),
+    Column("payload", _PAYLOAD, nullable=False),
+    Column("target_ring_at", BigInteger, nullable=False),
+    Column("latest_ring_at", BigInteger, nullable=True),
+    # When somebody should next try this alarm: the target, a retry's backoff time, or,
+    # while an engine holds the alarm in memory, the expiry of that claim.
+    Column("next_try_time", BigInteger, nullable=False),
+    Column("retry_times", Integer, nullable=False, server_default="0"),
+    Column("status", String(16), nullable=False),
+    Column("rung_at", BigInteger, nullable=True),
+    # Bumped whenever a claim is taken or given up or the due time moves, so the ring
+    # thread can tell a stale in-memory entry from a live one.
+    Column("version", BigInteger, nullable=False, server_default="0"),
+    Column("claimed_by", String(80), nullable=True),
+    Column("create_time", BigInteger, nullable=False),
+    Column("update_time", BigInteger, nullable=False),
+    UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),
+    Index("ix_clock_status_next_try_time", "status", "next_try_time"),
+    Index("ix_clock_application_id", "application", "id"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+    mysql_collate="utf8mb4_bin",
+)

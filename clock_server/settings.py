@@ -1,0 +1,142 @@
+"""Configuration: one frozen, validated object built once from CLOCK_* environment variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from clock_server.errors import ConfigError
+
+DEFAULT_DATABASE_URL = "sqlite:///clock.db"
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+def _default_instance_id() -> str:
+    return f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the service. Each field is read from CLOCK_<FIELD NAME IN UPPER CASE>."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    amqp_url: str = DEFAULT_AMQP_URL
+    exchange: str = "clock"
+    queue_prefix: str = "clock."
+    declare_queues: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8080
+    http_threads: int = 16
+    migrate_on_start: bool = True
+    run_engine: bool = True
+    preload_window_s: float = 10.0
+    preload_interval_s: float = 1.0
+    heap_size: int = 100_000
+    lease_s: float = 30.0
+    claim_batch: int = 1_000
+    ring_batch: int = 1_000
+    publish_timeout_s: float = 10.0
+    retry_base_s: float = 1.0
+    retry_cap_s: float = 300.0
+    retry_max: int = 16
+    payload_max_bytes: int = 65_536
+    batch_max_items: int = 1_000
+    list_max_limit: int = 1_000
+    db_pool_size: int = 20
+    shutdown_timeout_s: float = 10.0
+    log_level: str = "INFO"
+    instance_id: str = field(default_factory=_default_instance_id)
+
+    def __post_init__(self) -> None:
+        positive = (
+            "port",
+            "http_threads",
+            "preload_window_s",
+            "preload_interval_s",
+            "heap_size",
+            "lease_s",
+            "claim_batch",
+            "ring_batch",
+            "publish_timeout_s",
+            "retry_base_s",
+            "retry_cap_s",
+            "payload_max_bytes",
+            "batch_max_items",
+            "list_max_limit",
+            "db_pool_size",
+            "shutdown_timeout_s",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"CLOCK_{name.upper()} must be positive", field=name)
+        if self.retry_max < 0:
+            raise ConfigError("CLOCK_RETRY_MAX must be 0 or more", field="retry_max")
+        if self.lease_s < 2 * self.preload_window_s:
+            raise ConfigError(
+                "CLOCK_LEASE_S must be at least twice CLOCK_PRELOAD_WINDOW_S, so a claim "
+                "never expires before the alarm it holds is due",
+                field="lease_s",
+            )
+        if self.retry_cap_s < self.retry_base_s:
+            raise ConfigError(
+                "CLOCK_RETRY_CAP_S must be >= CLOCK_RETRY_BASE_S", field="retry_cap_s"
+            )
+
+    @property
+    def preload_window_ms(self) -> int:
+        return int(self.preload_window_s * 1000)
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.lease_s * 1000)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Build settings from CLOCK_* variables; a bad value raises ConfigError naming it."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            raw = environ.get(f"CLOCK_{f.name.upper()}")
+            if raw is not None and raw != "":
+                values[f.name] = _parse(f.name, f.type, raw)
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    def describe(self) -> dict[str, object]:
+        """The settings for the start-up log, with passwords in URLs masked."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["database_url"] = mask_url(self.database_url)
+        out["amqp_url"] = mask_url(self.amqp_url)
+        return out
+
+
+def _parse(name: str, type_name: object, raw: str) -> object:
+    env_name = f"CLOCK_{name.upper()}"
+    try:
+        if type_name == "bool":
+            lowered = raw.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if type_name == "int":
+            return int(raw)
+        if type_name == "float":
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{env_name}={raw!r} is not a valid {type_name}", field=name) from None
+    return raw
+
+
+def mask_url(url: str) -> str:
+    """Hide the password in scheme://user:password@host URLs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"

@@ -1,0 +1,266 @@
+"""The alarms in the database: what the HTTP API does to them. SQL lives here and in claims.py."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+from sqlalchemy import Connection, Engine, Row, and_, exc, insert, select, tuple_, update
+
+from clock_server.db import Capabilities, capabilities
+from clock_server.errors import Conflict, NotFound, Unavailable, ValidationError
+from clock_server.model import CANCELLED, PENDING, Alarm, AlarmChanges, NewAlarm
+from clock_server.schema import clock
+
+_ALARM_COLUMNS = (
+    clock.c.id,
+    clock.c.application,
+    clock.c.business_id,
+    clock.c.payload,
+    clock.c.target_ring_at,
+    clock.c.latest_ring_at,
+    clock.c.next_try_time,
+    clock.c.retry_times,
+    clock.c.status,
+    clock.c.rung_at,
+    clock.c.create_time,
+    clock.c.update_time,
+    clock.c.claimed_by,
+)
+
+
+def alarm_from_row(row: Row) -> Alarm:
+    return Alarm(
+        id=row.id,
+        application=row.application,
+        business_id=row.business_id,
+        payload=row.payload,
+        target_ring_at=row.target_ring_at,
+        latest_ring_at=row.latest_ring_at,
+        next_try_time=row.next_try_time,
+        retry_times=row.retry_times,
+        status=row.status,
+        rung_at=row.rung_at,
+        created_at=row.create_time,
+        updated_at=row.update_time,
+    )
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn lost connections and timeouts into Unavailable (HTTP 503)."""
+    try:
+        yield
+    except (exc.OperationalError, exc.InterfaceError, exc.TimeoutError) as error:
+        raise Unavailable(f"database unavailable: {_first_line(error)}") from error
+    except exc.DBAPIError as error:
+        if error.connection_invalidated:
+            raise Unavailable(f"database unavailable: {_first_line(error)}") from error
+        raise
+
+
+def _first_line(error: Exception) -> str:
+    text = str(getattr(error, "orig", None) or error)
+    return text.splitlines()[0][:200] if text else type(error).__name__
+
+
+class AlarmStore:
+    """Create, read, change and cancel alarms. Every method is one short transaction."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._caps: Capabilities | None = None
+
+    @property
+    def caps(self) -> Capabilities:
+        if self._caps is None:
+            with translate_errors():
+                self._caps = capabilities(self.engine)
+        return self._caps
+
+    def ping(self) -> None:
+        """Raise Unavailable unless a trivial query succeeds."""
+        with translate_errors(), self.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+
+    def create(self, new: NewAlarm, now_ms: int) -> tuple[Alarm, bool]:
+        """Insert the alarm, or return the stored one for the same key. True when inserted."""
+        with translate_errors():
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(insert(clock).values(_insert_values(new, now_ms)))
+                created = True
+            except exc.IntegrityError:
+                created = False
+            alarm = self.get(new.application, new.business_id)
+        return alarm, created
+
+    def create_many(self, items: Sequence[NewAlarm], now_ms: int) -> list[tuple[Alarm, bool]]:
+        """Insert many alarms in one transaction; keys that already exist are left unchanged.
+
+        Returns, per item and in order, the stored alarm and whether this call inserted it.
+        """
+        keys = [(item.application, item.business_id) for item in items]
+        with translate_errors():
+            with self.engine.begin() as conn:
+                existing = self._ids_by_key(conn, set(keys))
+                fresh: dict[tuple[str, str], NewAlarm] = {}
+                for key, item in zip(keys, items, strict=True):
+                    if key not in existing and key not in fresh:
+                        fresh[key] = item
+                if fresh:
+                    rows = [_insert_values(item, now_ms) for item in fresh.values()]
+                    conn.execute(insert(clock).prefix_with(self._ignore_prefix()), rows)
+            stored = self._alarms_by_key(set(keys))
+        results: list[tuple[Alarm, bool]] = []
+        claimed: set[tuple[str, str]] = set()
+        for key, item in zip(keys, items, strict=True):
+            alarm = stored[key]
+            created = key in fresh and key not in claimed and _matches(alarm, item, now_ms)
+            claimed.add(key)
+            results.append((alarm, created))
+        return results
+
+    def get(self, application: str, business_id: str) -> Alarm:
+        with translate_errors(), self.engine.connect() as conn:
+            row = conn.execute(_select_key(application, business_id)).first()
+        if row is None:
+            raise NotFound(f"no alarm {application}/{business_id}")
+        return alarm_from_row(row)
+
+    def update(
+        self, application: str, business_id: str, changes: AlarmChanges, now_ms: int
+    ) -> Alarm:
+        """Apply a PATCH to a pending alarm; Conflict otherwise. A new target drops any claim."""
+        with translate_errors(), self.engine.begin() as conn:
+            row = self._lock_key(conn, application, business_id)
+            if row.status != PENDING:
+                raise Conflict(
+                    f"alarm is {row.status}, only pending alarms can change", status=row.status
+                )
+            target = (
+                row.target_ring_at if changes.target_ring_at is None else changes.target_ring_at
+            )
+            latest = changes.latest_ring_at if changes.set_latest_ring_at else row.latest_ring_at
+            if latest is not None and latest < target:
+                raise ValidationError(
+                    "latest_ring_at must not be before target_ring_at", field="latest_ring_at"
+                )
+            values: dict[str, object] = {"update_time": now_ms}
+            if changes.payload is not None:
+                values["payload"] = changes.payload
+            if changes.set_latest_ring_at:
+                values["latest_ring_at"] = changes.latest_ring_at
+            if changes.target_ring_at is not None:
+                values.update(
+                    target_ring_at=changes.target_ring_at,
+                    next_try_time=changes.target_ring_at,
+                    claimed_by=None,
+                    version=clock.c.version + 1,
+                )
+            conn.execute(update(clock).where(clock.c.id == row.id).values(values))
+            return alarm_from_row(conn.execute(_select_key(application, business_id)).one())
+
+    def cancel(self, application: str, business_id: str, now_ms: int) -> Alarm:
+        """Cancel a pending alarm (a repeat is fine); Conflict once it rang, expired or died."""
+        with translate_errors(), self.engine.begin() as conn:
+            row = self._lock_key(conn, application, business_id)
+            if row.status not in (PENDING, CANCELLED):
+                raise Conflict(f"alarm is already {row.status}", status=row.status)
+            if row.status == PENDING:
+                conn.execute(
+                    update(clock)
+                    .where(clock.c.id == row.id)
+                    .values(
+                        status=CANCELLED,
+                        claimed_by=None,
+                        update_time=now_ms,
+                        version=clock.c.version + 1,
+                    )
+                )
+            return alarm_from_row(conn.execute(_select_key(application, business_id)).one())
+
+    def list(
+        self, application: str | None, status: str | None, limit: int, after_id: int | None
+    ) -> list[Alarm]:
+        """Alarms in id order after `after_id`, optionally of one application and status."""
+        query = select(*_ALARM_COLUMNS).order_by(clock.c.id).limit(limit)
+        if application is not None:
+            query = query.where(clock.c.application == application)
+        if status is not None:
+            query = query.where(clock.c.status == status)
+        if after_id is not None:
+            query = query.where(clock.c.id > after_id)
+        with translate_errors(), self.engine.connect() as conn:
+            return [alarm_from_row(row) for row in conn.execute(query)]
+
+    def _lock_key(self, conn: Connection, application: str, business_id: str) -> Row:
+        query = _select_key(application, business_id)
+        if self.caps.row_locks:
+            query = query.with_for_update()
+        row = conn.execute(query).first()
+        if row is None:
+            raise NotFound(f"no alarm {application}/{business_id}")
+        return row
+
+    def _ignore_prefix(self) -> str:
+        return "OR IGNORE" if self.engine.dialect.name == "sqlite" else "IGNORE"
+
+    def _ids_by_key(
+        self, conn: Connection, keys: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        found: dict[tuple[str, str], int] = {}
+        for chunk in chunks(sorted(keys), 500):
+            query = select(clock.c.application, clock.c.business_id, clock.c.id).where(
+                tuple_(clock.c.application, clock.c.business_id).in_(chunk)
+            )
+            found.update({(r.application, r.business_id): r.id for r in conn.execute(query)})
+        return found
+
+    def _alarms_by_key(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Alarm]:
+        found: dict[tuple[str, str], Alarm] = {}
+        with self.engine.connect() as conn:
+            for chunk in chunks(sorted(keys), 500):
+                query = select(*_ALARM_COLUMNS).where(
+                    tuple_(clock.c.application, clock.c.business_id).in_(chunk)
+                )
+                for row in conn.execute(query):
+                    found[(row.application, row.business_id)] = alarm_from_row(row)
+        return found
+
+
+def _insert_values(new: NewAlarm, now_ms: int) -> dict[str, object]:
+    return {
+        "application": new.application,
+        "business_id": new.business_id,
+        "payload": new.payload,
+        "target_ring_at": new.target_ring_at,
+        "latest_ring_at": new.latest_ring_at,
+        "next_try_time": new.target_ring_at,
+        "retry_times": 0,
+        "status": PENDING,
+        "version": 0,
+        "create_time": now_ms,
+        "update_time": now_ms,
+    }
+
+
+def _matches(alarm: Alarm, item: NewAlarm, now_ms: int) -> bool:
+    # A concurrent request may have inserted the same key between our check and insert.
+    return (
+        alarm.created_at == now_ms
+        and alarm.payload == item.payload
+        and (alarm.target_ring_at == item.target_ring_at)
+    )
+
+
+def _select_key(application: str, business_id: str):  # type: ignore[no-untyped-def]
+    return select(*_ALARM_COLUMNS).where(
+        and_(clock.c.application == application, clock.c.business_id == business_id)
+    )
+
+
+def chunks(items: list, size: int) -> Iterator[list]:  # type: ignore[type-arg]
+    """Consecutive slices of at most `size` items, to keep IN lists and statements bounded."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

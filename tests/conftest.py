@@ -1,0 +1,132 @@
+"""Shared fixtures: every store test runs on SQLite and on the real MariaDB."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from sqlalchemy import delete
+from werkzeug.serving import make_server
+
+from clock_server import migrate
+from clock_server.api import Services, create_app
+from clock_server.db import make_engine
+from clock_server.metrics import Metrics
+from clock_server.schema import clock as clock_table
+from clock_server.server import build
+from clock_server.settings import Settings
+from clock_server.store import AlarmStore
+from clock_server.testing import InMemoryPublisher, SettableClock
+from tests.support import AMQP_URL, delete_exchange, mariadb_database, unique
+
+
+@pytest.fixture(scope="session")
+def mariadb_url() -> Iterator[str]:
+    with mariadb_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'clock.db'}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def db_url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[AlarmStore]:
+    engine = make_engine(db_url, pool_size=10)
+    with engine.begin() as conn:
+        conn.execute(delete(clock_table))
+    yield AlarmStore(engine)
+    leaked = engine.pool.checkedout()  # type: ignore[attr-defined]
+    engine.dispose()
+    assert leaked == 0, f"{leaked} database connections were not returned to the pool"
+
+
+@pytest.fixture
+def fake_clock() -> SettableClock:
+    return SettableClock()
+
+
+@pytest.fixture
+def publisher() -> InMemoryPublisher:
+    return InMemoryPublisher()
+
+
+class RecordingNotifier:
+    """Engine twin for API tests: remembers which due times it was told about."""
+
+    def __init__(self) -> None:
+        self.due: list[int] = []
+
+    def notify_due(self, due_ms: int) -> None:
+        self.due.append(due_ms)
+
+
+@dataclass
+class ApiHarness:
+    client: object
+    store: AlarmStore
+    clock: SettableClock
+    notifier: RecordingNotifier
+    publisher: InMemoryPublisher
+    settings: Settings
+
+
+@pytest.fixture
+def api(store: AlarmStore, fake_clock: SettableClock, publisher: InMemoryPublisher) -> ApiHarness:
+    settings = Settings(payload_max_bytes=1024, batch_max_items=50, list_max_limit=100)
+    notifier = RecordingNotifier()
+    services = Services(
+        settings, store, fake_clock, Metrics(), engine=notifier, publisher=publisher
+    )
+    app = create_app(services)
+    return ApiHarness(app.test_client(), store, fake_clock, notifier, publisher, settings)
+
+
+@dataclass
+class LiveServer:
+    base_url: str
+    amqp_url: str
+    exchange: str
+    database_url: str
+
+
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[LiveServer]:
+    """A whole clock service (API + engine) on real MariaDB and RabbitMQ, in this process."""
+    exchange = unique("clock_test_")
+    with mariadb_database("clock_live") as url:
+        settings = Settings(
+            database_url=url,
+            amqp_url=AMQP_URL,
+            exchange=exchange,
+            preload_window_s=2,
+            preload_interval_s=0.2,
+            lease_s=5,
+            retry_base_s=0.2,
+            retry_cap_s=1,
+        )
+        runtime = build(settings)
+        runtime.start()
+        assert runtime.publisher is not None and runtime.publisher.wait_healthy(10)
+        server = make_server("127.0.0.1", 0, runtime.app, threaded=True)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield LiveServer(f"http://127.0.0.1:{server.server_port}", AMQP_URL, exchange, url)
+        finally:
+            server.shutdown()
+            thread.join(10)
+            runtime.stop()
+            delete_exchange(exchange)

@@ -1,0 +1,243 @@
+"""Test helpers that drive real servers: databases, a delivery collector, clock-server processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pika
+import requests
+from sqlalchemy import create_engine, text
+
+from clock_server import migrate
+from clock_server.db import make_engine
+
+MARIADB_URL = os.environ.get("CLOCK_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306")
+AMQP_URL = os.environ.get("CLOCK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:10]}"
+
+
+@contextmanager
+def mariadb_database(prefix: str = "clock_test") -> Iterator[str]:
+    """A fresh, migrated MariaDB database for the duration of the block."""
+    name = unique(prefix + "_")
+    admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
+    url = f"{MARIADB_URL}/{name}"
+    engine = make_engine(url, pool_size=2)
+    migrate.upgrade(engine)
+    engine.dispose()
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        admin.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Delivery:
+    body: dict
+    message_id: str
+    received_ms: int
+    redelivered: bool
+
+
+@dataclass
+class Collector:
+    """Consumes clock.<application> with a real AMQP connection and keeps every delivery."""
+
+    exchange: str
+    application: str
+    amqp_url: str = AMQP_URL
+    deliveries: list[Delivery] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Collector:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("collector did not connect to RabbitMQ")
+        return self
+
+    def _run(self) -> None:
+        connection = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
+        channel = connection.channel()
+        channel.exchange_declare(self.exchange, "direct", durable=True)
+        queue = f"clock.{self.application}"
+        channel.queue_declare(queue, durable=True)
+        channel.queue_bind(queue, self.exchange, routing_key=self.application)
+        channel.basic_qos(prefetch_count=500)
+        self._ready.set()
+        for method, props, body in channel.consume(queue, inactivity_timeout=0.05):
+            if self._stop.is_set():
+                break
+            if method is None:
+                continue
+            received = time.time_ns() // 1_000_000
+            with self._lock:
+                self.deliveries.append(
+                    Delivery(json.loads(body), props.message_id, received, method.redelivered)
+                )
+            channel.basic_ack(method.delivery_tag)
+        channel.cancel()
+        channel.queue_delete(queue)
+        connection.close()
+
+    def ids(self) -> list[int]:
+        with self._lock:
+            return [d.body["id"] for d in self.deliveries]
+
+    def wait_for(self, count: int, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if len(self.ids()) >= count:
+                return True
+            time.sleep(0.02)
+        return len(self.ids()) >= count
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def delete_exchange(exchange: str, amqp_url: str = AMQP_URL) -> None:
+    connection = pika.BlockingConnection(pika.URLParameters(amqp_url))
+    connection.channel().exchange_delete(exchange)
+    connection.close()
+
+
+class ServerProcess:
+    """`clock-server` as a real subprocess, configured by CLOCK_* variables."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.env = {**os.environ, **env, "CLOCK_PORT": str(self.port), "CLOCK_HOST": "127.0.0.1"}
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 15) -> ServerProcess:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "clock_server.cli"], env=self.env, stdout=log, stderr=log
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"clock-server exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                if requests.get(self.base_url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(
+            f"clock-server did not become healthy: {self.log_path.read_text()[-2000:]}"
+        )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self, timeout_s: float = 15) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout_s)
+
+    def ensure_stopped(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+class TcpProxy:
+    """A TCP forwarder on loopback that a test can cut and restore, to take a server away."""
+
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        self.target = (target_host, target_port)
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    @property
+    def amqp_url(self) -> str:
+        return (
+            f"amqp://guest:guest@127.0.0.1:{self.port}/%2F?connection_attempts=1&socket_timeout=2"
+        )
+
+    def start(self) -> TcpProxy:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return self
+
+    def cut(self) -> None:
+        """Refuse new connections and drop the open ones."""
+        with self._lock:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._sockets.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            with self._lock:
+                self._sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,313 @@
+"""AmqpPublisher against a real RabbitMQ, and the InMemoryPublisher twin."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from uuid import uuid4
+
+import pika
+import pytest
+
+from clock_server.amqp_publisher import AmqpPublisher
+from clock_server.publishing import OutgoingMessage
+from clock_server.testing import InMemoryPublisher
+
+BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+def _uid() -> str:
+    return uuid4().hex[:8]
+
+
+def _messages(application: str, count: int) -> list[OutgoingMessage]:
+    return [
+        OutgoingMessage(f"{application}-{i}", application, json.dumps({"n": i}).encode())
+        for i in range(count)
+    ]
+
+
+class Broker:
+    """Test-side view of the broker through a BlockingConnection; cleans up what tests made."""
+
+    def __init__(self) -> None:
+        self.exchange = f"clock_test_{_uid()}"
+        self.prefix = f"{self.exchange}."
+        self.queues: set[str] = set()
+        self.connection = pika.BlockingConnection(pika.URLParameters(BROKER_URL))
+        self.channel = self.connection.channel()
+
+    def app(self) -> str:
+        application = f"app_{_uid()}"
+        self.queues.add(self.prefix + application)
+        return application
+
+    def bind_queue(self, application: str, arguments: dict[str, object] | None = None) -> None:
+        queue = self.prefix + application
+        self.channel.exchange_declare(self.exchange, "direct", durable=True)
+        self.channel.queue_declare(queue, durable=True, arguments=arguments)
+        self.channel.queue_bind(queue, self.exchange, routing_key=application)
+
+    def drain(self, application: str) -> list[tuple[pika.BasicProperties, bytes]]:
+        received = []
+        while True:
+            method, properties, body = self.channel.basic_get(self.prefix + application, True)
+            if method is None:
+                return received
+            received.append((properties, body))
+
+    def cleanup(self) -> None:
+        for queue in self.queues:
+            self.channel.queue_delete(queue)
+        self.channel.exchange_delete(self.exchange)
+        self.connection.close()
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    try:
+        broker = Broker()
+    except pika.exceptions.AMQPConnectionError as exc:
+        pytest.skip(f"RabbitMQ not reachable at {BROKER_URL}: {exc}")
+    yield broker
+    broker.cleanup()
+
+
+@pytest.fixture
+def make_publisher(broker: Broker) -> Iterator[Callable[..., AmqpPublisher]]:
+    publishers: list[AmqpPublisher] = []
+
+    def make(url: str = BROKER_URL, ready: bool = True, **kwargs: object) -> AmqpPublisher:
+        kwargs = {"exchange": broker.exchange, "queue_prefix": broker.prefix, **kwargs}
+        publisher = AmqpPublisher(url, **kwargs)  # type: ignore[arg-type]
+        publishers.append(publisher)
+        publisher.start()
+        if ready:
+            assert publisher.wait_healthy(5.0)
+        return publisher
+
+    yield make
+    for publisher in publishers:
+        publisher.close()
+
+
+def _named_url(name: str) -> str:
+    return BROKER_URL + "?client_properties=" + urllib.parse.quote(str({"connection_name": name}))
+
+
+def _force_close(connection_name: str) -> None:
+    listing = subprocess.run(
+        ["rabbitmqctl", "-q", "list_connections", "pid", "client_properties", "--no-table-headers"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+    ).stdout
+    pids = [line.split("\t")[0] for line in listing.splitlines() if connection_name in line]
+    assert len(pids) == 1, listing
+    subprocess.run(
+        ["rabbitmqctl", "-q", "close_connection", pids[0], "test"], check=True, timeout=10
+    )
+
+
+def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+@pytest.mark.rabbitmq
+def test_batch_is_confirmed_and_queued_with_properties(broker, make_publisher):
+    publisher = make_publisher()
+    first, second = broker.app(), broker.app()
+    messages = _messages(first, 300) + _messages(second, 200)
+    before = int(time.time())
+
+    assert publisher.publish_batch(messages, timeout_s=5.0) == [True] * 500
+
+    for application, count in ((first, 300), (second, 200)):
+        received = broker.drain(application)
+        assert [body for _, body in received] == [m.body for m in _messages(application, count)]
+        assert [p.message_id for p, _ in received] == [f"{application}-{i}" for i in range(count)]
+        for properties, _ in received:
+            assert properties.delivery_mode == 2
+            assert properties.content_type == "application/json"
+            assert before <= properties.timestamp <= time.time() + 1
+
+
+@pytest.mark.rabbitmq
+def test_concurrent_callers_share_one_queue_declaration(broker, make_publisher):
+    publisher = make_publisher()
+    application = broker.app()
+    results: list[list[bool]] = []
+
+    def publish(tag: str) -> None:
+        batch = [OutgoingMessage(f"{tag}-{i}", application, b"{}") for i in range(200)]
+        results.append(publisher.publish_batch(batch, timeout_s=5.0))
+
+    threads = [threading.Thread(target=publish, args=(tag,)) for tag in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert results == [[True] * 200, [True] * 200]
+    assert len(broker.drain(application)) == 400
+
+
+@pytest.mark.rabbitmq
+def test_unroutable_messages_are_false_and_routable_true(broker, make_publisher):
+    publisher = make_publisher(declare_queues=False)
+    routable, unroutable = broker.app(), f"nobody_{_uid()}"
+    broker.bind_queue(routable)
+    messages = [
+        OutgoingMessage("m1", routable, b"{}"),
+        OutgoingMessage("m2", unroutable, b"{}"),
+        OutgoingMessage("m3", routable, b"{}"),
+        OutgoingMessage("m4", unroutable, b"{}"),
+    ]
+
+    assert publisher.publish_batch(messages, timeout_s=5.0) == [True, False, True, False]
+    assert [p.message_id for p, _ in broker.drain(routable)] == ["m1", "m3"]
+
+
+@pytest.mark.rabbitmq
+def test_nacked_messages_are_false(broker, make_publisher):
+    publisher = make_publisher(declare_queues=False)
+    application = broker.app()
+    broker.bind_queue(application, {"x-max-length": 2, "x-overflow": "reject-publish"})
+
+    results = publisher.publish_batch(_messages(application, 5), timeout_s=5.0)
+
+    assert results == [True, True, False, False, False]
+
+
+@pytest.mark.rabbitmq
+def test_unreachable_broker_fails_fast(broker, make_publisher):
+    publisher = make_publisher("amqp://guest:guest@127.0.0.1:1/%2F", ready=False)
+
+    started = time.monotonic()
+    results = publisher.publish_batch(_messages(broker.app(), 3), timeout_s=5.0)
+
+    assert results == [False, False, False]
+    assert time.monotonic() - started < 0.5
+    assert not publisher.wait_healthy(0.3)
+    assert not publisher.is_healthy()
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl")
+def test_reconnects_after_broker_closes_connection(broker, make_publisher):
+    name = f"clock-test-{_uid()}"
+    publisher = make_publisher(_named_url(name))
+    application = broker.app()
+    assert publisher.publish_batch(_messages(application, 10), timeout_s=5.0) == [True] * 10
+
+    _force_close(name)
+
+    assert _wait_until(lambda: not publisher.is_healthy(), 5.0)
+    assert publisher.wait_healthy(5.0)
+    assert publisher.publish_batch(_messages(application, 10), timeout_s=5.0) == [True] * 10
+    assert len(broker.drain(application)) == 20
+
+
+@pytest.mark.rabbitmq
+def test_connection_lost_mid_batch_fails_unconfirmed(broker, make_publisher, monkeypatch):
+    publisher = make_publisher()
+    publish = publisher._publish
+
+    def publish_then_drop(batch):
+        publish(batch)
+        # Test-only: cut the TCP stream on the IO thread before any confirm can arrive.
+        publisher._connection._transport._sock.shutdown(socket.SHUT_RDWR)
+
+    monkeypatch.setattr(publisher, "_publish", publish_then_drop)
+    started = time.monotonic()
+    results = publisher.publish_batch(_messages(broker.app(), 50), timeout_s=5.0)
+
+    assert results == [False] * 50
+    assert time.monotonic() - started < 2.0
+    monkeypatch.undo()
+    assert publisher.wait_healthy(5.0)
+    assert publisher.publish_batch(_messages(broker.app(), 5), timeout_s=5.0) == [True] * 5
+
+
+@pytest.mark.rabbitmq
+def test_missing_confirms_time_out_as_false(broker, make_publisher, monkeypatch, caplog):
+    publisher = make_publisher()
+    monkeypatch.setattr(publisher, "_on_confirm", lambda channel, frame: None)
+    # The channel opened after this reconnect registers the patched confirm callback.
+    publisher._ioloop.add_callback_threadsafe(publisher._connection.close)
+    assert _wait_until(lambda: not publisher.is_healthy(), 2.0)
+    assert publisher.wait_healthy(5.0)
+
+    with caplog.at_level(logging.WARNING, logger="clock_server.amqp_publisher"):
+        started = time.monotonic()
+        results = publisher.publish_batch(_messages(broker.app(), 5), timeout_s=0.3)
+
+    assert results == [False] * 5
+    assert 0.3 <= time.monotonic() - started < 1.0
+    assert "not confirmed within" in caplog.text
+
+
+@pytest.mark.rabbitmq
+def test_recovers_when_an_io_loop_callback_raises(broker, make_publisher, caplog):
+    publisher = make_publisher()
+
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    with caplog.at_level(logging.ERROR, logger="clock_server.amqp_publisher"):
+        publisher._ioloop.add_callback_threadsafe(boom)
+        assert _wait_until(lambda: not publisher.is_healthy(), 2.0)
+    assert "IO loop failed" in caplog.text
+    assert publisher.wait_healthy(5.0)
+    assert publisher.publish_batch(_messages(broker.app(), 5), timeout_s=5.0) == [True] * 5
+
+
+@pytest.mark.rabbitmq
+def test_close_is_bounded_and_leaves_no_thread(broker, make_publisher):
+    before = set(threading.enumerate())
+    publisher = make_publisher()
+    application = broker.app()
+    assert publisher.publish_batch(_messages(application, 100), timeout_s=5.0) == [True] * 100
+    io_threads = set(threading.enumerate()) - before
+
+    started = time.monotonic()
+    publisher.close()
+
+    assert time.monotonic() - started < 5.5
+    assert len(io_threads) == 1
+    assert not io_threads & set(threading.enumerate())
+    assert not publisher.is_healthy()
+    assert publisher.publish_batch(_messages(application, 2), timeout_s=1.0) == [False, False]
+    publisher.close()
+
+
+def test_in_memory_publisher_records_and_fails_on_demand():
+    publisher = InMemoryPublisher()
+    first = _messages("a", 3)
+
+    assert publisher.publish_batch(first, timeout_s=1.0) == [True, True, True]
+    publisher.fail_next(2)
+    publisher.unroutable.add("b")
+    mixed = _messages("a", 3) + _messages("b", 1)
+    assert publisher.publish_batch(mixed, timeout_s=1.0) == [False, False, True, False]
+    publisher.healthy = False
+    assert publisher.publish_batch(first, timeout_s=1.0) == [False] * 3
+    assert not publisher.is_healthy()
+
+    assert publisher.published == [*first, mixed[2]]
+    assert publisher.published_for("a") == [*first, mixed[2]]
+    publisher.close()
+    assert publisher.closed

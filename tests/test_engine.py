@@ -1,0 +1,305 @@
+"""Engine logic, stepped by hand with a fake clock, on SQLite and the real MariaDB."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from clock_server.engine import Engine
+from clock_server.errors import Conflict
+from clock_server.metrics import Metrics
+from clock_server.model import AlarmChanges, NewAlarm
+from clock_server.settings import Settings
+from clock_server.store import AlarmStore
+from clock_server.testing import InMemoryPublisher, SettableClock
+
+WINDOW_MS = 10_000
+LEASE_MS = 30_000
+
+
+@pytest.fixture
+def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemoryPublisher):
+    def make(owner: str = "e1", **overrides) -> Engine:
+        values = dict(
+            preload_window_s=WINDOW_MS / 1000,
+            lease_s=LEASE_MS / 1000,
+            retry_base_s=1,
+            retry_cap_s=8,
+            retry_max=3,
+            instance_id=owner,
+        )
+        values.update(overrides)
+        return Engine(Settings(**values), store, publisher, fake_clock, Metrics())
+
+    return make
+
+
+def add(store: AlarmStore, clock: SettableClock, bid: str, in_ms: int, **kw) -> int:
+    target = clock.now_ms() + in_ms
+    alarm, _ = store.create(
+        NewAlarm("app", bid, kw.pop("payload", "p"), target, kw.pop("latest", None)), clock.now_ms()
+    )
+    return alarm.id
+
+
+def step(engine: Engine) -> None:
+    engine.preloader.run_once()
+    engine.ringer.run_once()
+
+
+def published_ids(publisher: InMemoryPublisher) -> list[int]:
+    return [int(m.message_id) for m in publisher.published]
+
+
+def test_never_early_and_rung_exactly_at_the_target(store, fake_clock, publisher, make_engine):
+    engine = make_engine()
+    alarm_id = add(store, fake_clock, "b", 5_000)
+    target = fake_clock.now_ms() + 5_000
+    step(engine)
+    assert len(engine.heap) == 1 and publisher.published == []
+    fake_clock.set(target - 1)
+    assert engine.ringer.run_once() == pytest.approx(0.001)
+    assert publisher.published == []
+    fake_clock.set(target)
+    engine.ringer.run_once()
+    assert published_ids(publisher) == [alarm_id]
+    rung = store.get("app", "b")
+    assert rung.status == "rung" and rung.rung_at == target
+    body = json.loads(publisher.published[0].body)
+    assert body == {
+        "id": alarm_id,
+        "application": "app",
+        "business_id": "b",
+        "payload": "p",
+        "target_ring_at": target,
+        "attempt": 1,
+    }
+
+
+def test_alarms_beyond_the_window_wait_in_the_database(store, fake_clock, make_engine):
+    engine = make_engine()
+    add(store, fake_clock, "far", WINDOW_MS + 1)
+    add(store, fake_clock, "edge", WINDOW_MS)
+    step(engine)
+    assert len(engine.heap) == 1
+    assert store.get("app", "far").next_try_time == fake_clock.now_ms() + WINDOW_MS + 1
+
+
+def test_a_past_target_rings_at_once(store, fake_clock, publisher, make_engine):
+    engine = make_engine()
+    alarm_id = add(store, fake_clock, "late", -60_000)
+    step(engine)
+    assert published_ids(publisher) == [alarm_id]
+
+
+def test_patch_of_a_preloaded_alarm_rings_at_the_new_time_only(
+    store, fake_clock, publisher, make_engine
+):
+    engine = make_engine()
+    start = fake_clock.now_ms()
+    alarm_id = add(store, fake_clock, "moved", 1_000)
+    step(engine)
+    store.update("app", "moved", AlarmChanges(target_ring_at=start + 4_000), start)
+    fake_clock.set(start + 1_000)
+    step(engine)  # the old entry is stale; the preloader claims the new time
+    assert publisher.published == []
+    fake_clock.set(start + 3_999)
+    step(engine)
+    assert publisher.published == []
+    fake_clock.set(start + 4_000)
+    step(engine)
+    assert published_ids(publisher) == [alarm_id]
+    assert store.get("app", "moved").rung_at == start + 4_000
+
+
+def test_patch_earlier_inside_the_window(store, fake_clock, publisher, make_engine):
+    engine = make_engine()
+    start = fake_clock.now_ms()
+    alarm_id = add(store, fake_clock, "sooner", 8_000)
+    step(engine)
+    store.update("app", "sooner", AlarmChanges(target_ring_at=start + 300), start)
+    fake_clock.set(start + 300)
+    step(engine)
+    assert published_ids(publisher) == [alarm_id]
+
+
+def test_cancel_of_a_preloaded_alarm_is_never_rung(store, fake_clock, publisher, make_engine):
+    engine = make_engine()
+    add(store, fake_clock, "c", 1_000)
+    step(engine)
+    store.cancel("app", "c", fake_clock.now_ms())
+    fake_clock.advance(1_000)
+    step(engine)
+    assert publisher.published == []
+    assert store.get("app", "c").status == "cancelled"
+
+
+def test_failed_publishes_back_off_then_die(store, fake_clock, publisher, make_engine):
+    engine = make_engine(retry_max=3, retry_base_s=1, retry_cap_s=8)
+    add(store, fake_clock, "r", 0)
+    publisher.fail_next(10**6)
+    gaps = []
+    for tries in range(1, 5):
+        before = fake_clock.now_ms()
+        step(engine)
+        alarm = store.get("app", "r")
+        if tries <= 3:
+            assert (alarm.status, alarm.retry_times) == ("pending", tries)
+            gaps.append(alarm.next_try_time - before)
+            step(engine)  # not due yet: nothing happens
+            assert store.get("app", "r").retry_times == tries
+            fake_clock.set(alarm.next_try_time)
+    assert store.get("app", "r").status == "dead"
+    assert [500 <= gaps[0] <= 1_000, 1_000 <= gaps[1] <= 2_000, 2_000 <= gaps[2] <= 4_000] == [
+        True
+    ] * 3
+    assert engine.metrics.dead._value.get() == 1
+
+
+def test_a_retry_succeeds_with_the_same_message_id(store, fake_clock, publisher, make_engine):
+    engine = make_engine()
+    alarm_id = add(store, fake_clock, "r", 0)
+    publisher.fail_next(1)
+    step(engine)
+    fake_clock.set(store.get("app", "r").next_try_time)
+    step(engine)
+    assert published_ids(publisher) == [alarm_id]
+    assert json.loads(publisher.published[0].body)["attempt"] == 2
+    assert store.get("app", "r").retry_times == 1
+
+
+def test_past_the_cutoff_an_alarm_expires_unpublished(store, fake_clock, publisher, make_engine):
+    engine = make_engine()
+    start = fake_clock.now_ms()
+    add(store, fake_clock, "cut", 1_000, latest=start + 1_100)
+    add(store, fake_clock, "edge", 1_000, latest=start + 1_200)
+    step(engine)
+    fake_clock.set(start + 1_200)
+    engine.ringer.run_once()
+    assert [json.loads(m.body)["business_id"] for m in publisher.published] == ["edge"]
+    assert store.get("app", "cut").status == "expired"
+
+
+def test_the_heap_stays_bounded_and_holds_the_earliest(store, fake_clock, publisher, make_engine):
+    engine = make_engine(heap_size=5, claim_batch=3)
+    start = fake_clock.now_ms()
+    for i in range(20):
+        add(store, fake_clock, f"b{i:02}", 1_000 + i * 100)
+    while engine.preloader.run_once() == 0:
+        pass
+    assert len(engine.heap) == 5
+    sooner = add(store, fake_clock, "sooner", 500)
+    while engine.preloader.run_once() == 0:
+        pass
+    assert len(engine.heap) == 5 and engine.heap.next_due_ms() == start + 500
+    displaced = store.get("app", "b04")
+    assert displaced.next_try_time == displaced.target_ring_at  # its claim was given back
+    fake_clock.set(start + 10_000)
+    for _ in range(10):
+        step(engine)
+        assert len(engine.heap) <= 5
+    assert sorted(published_ids(publisher)) == sorted(
+        [sooner] + [a.id for a in store.list("app", "rung", 100, None) if a.id != sooner]
+    )
+    assert len(publisher.published) == 21
+
+
+def test_an_engine_that_died_is_replaced_after_its_lease(store, fake_clock, publisher, make_engine):
+    dead, alive = make_engine("dead"), make_engine("alive")
+    start = fake_clock.now_ms()
+    alarm_id = add(store, fake_clock, "b", 100)
+    dead.preloader.run_once()
+    fake_clock.set(start + LEASE_MS - WINDOW_MS - 1)
+    step(alive)
+    assert len(alive.heap) == 0
+    fake_clock.set(start + LEASE_MS - 1)
+    step(alive)
+    assert len(alive.heap) == 1 and publisher.published == []
+    fake_clock.set(start + LEASE_MS)
+    step(alive)
+    dead.ringer.run_once()  # woke up late: its claim is stale
+    assert published_ids(publisher) == [alarm_id]
+
+
+def test_two_engines_share_one_database_without_double_rings(
+    store, fake_clock, publisher, make_engine
+):
+    engines = [make_engine("a", claim_batch=100), make_engine("b", claim_batch=100)]
+    start = fake_clock.now_ms()
+    items = [NewAlarm("app", f"b{i}", "p", start + (i % 5_000), None) for i in range(2_000)]
+    store.create_many(items, start)
+    for now in range(start, start + 5_001, 250):
+        fake_clock.set(now)
+        for engine in engines:
+            engine.preloader.run_once()
+        for engine in engines:
+            while engine.ringer.run_once() == 0:
+                pass
+    ids = published_ids(publisher)
+    assert len(ids) == len(set(ids)) == 2_000
+    assert all(engine.metrics.rung._value.get() > 0 for engine in engines)
+    assert store.list("app", "pending", 10, None) == []
+
+
+def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
+    slow = _SlowPublisher()
+    engine = Engine(Settings(instance_id="e", ring_batch=25), store, slow, fake_clock, Metrics())
+    items = [NewAlarm("app", f"b{i}", "p", fake_clock.now_ms(), None) for i in range(200)]
+    store.create_many(items, fake_clock.now_ms())
+    engine.preloader.run_once()
+    cancelled: dict[str, bool] = {}
+
+    def cancel_all() -> None:
+        slow.first_publish.wait(10)  # the first batch holds its row locks now
+        for i in range(200):
+            try:
+                store.cancel("app", f"b{i}", fake_clock.now_ms())
+                cancelled[f"b{i}"] = True
+            except Conflict as error:
+                assert error.status == "rung"
+                cancelled[f"b{i}"] = False
+
+    canceller = threading.Thread(target=cancel_all)
+    canceller.start()
+    while engine.ringer.run_once() == 0:
+        time.sleep(0.02)  # SQLite's busy handler polls; give the canceller a turn
+    canceller.join(30)
+    rung = {json.loads(m.body)["business_id"] for m in slow.published}
+    assert rung and any(cancelled.values())
+    for bid, ok in cancelled.items():
+        assert (bid in rung) != ok, bid
+        assert store.get("app", bid).status == ("cancelled" if ok else "rung")
+
+
+def test_stop_gives_every_claim_back(store, make_engine):
+    engine = make_engine()
+    from clock_server.timesource import SystemClock
+
+    engine.clock = engine.preloader.clock = engine.ringer.clock = SystemClock()
+    now = SystemClock().now_ms()
+    store.create_many([NewAlarm("app", f"b{i}", "p", now + 5_000, None) for i in range(50)], now)
+    engine.start()
+    deadline = time.monotonic() + 5
+    while len(engine.heap) < 50 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(engine.heap) == 50
+    engine.stop(timeout_s=5)
+    pending = store.list("app", "pending", 100, None)
+    assert len(pending) == 50
+    assert all(a.next_try_time == a.target_ring_at for a in pending)
+
+
+class _SlowPublisher(InMemoryPublisher):
+    """Holds each batch for a moment so cancels pile up on the row locks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first_publish = threading.Event()
+
+    def publish_batch(self, messages, timeout_s):
+        self.first_publish.set()
+        time.sleep(0.01)
+        return super().publish_batch(messages, timeout_s)

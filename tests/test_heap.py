@@ -1,0 +1,57 @@
+"""The bounded heap keeps the earliest-due claims and never hands out one that is not due."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clock_server.heap import ClaimHeap
+from clock_server.model import Claim
+
+claims = st.lists(
+    st.builds(Claim, st.integers(0, 10_000), st.integers(1, 10**9), st.integers(0, 5)),
+    max_size=300,
+    unique_by=lambda c: c.id,
+)
+
+
+@given(claims, st.integers(1, 50), st.integers(1, 60))
+def test_holds_the_earliest_claims_and_displaces_the_latest(items, capacity, chunk):
+    heap = ClaimHeap(capacity)
+    displaced: list[Claim] = []
+    for start in range(0, len(items), chunk):
+        displaced += heap.push_many(items[start : start + chunk]).displaced
+    held = heap.drain()
+    assert len(held) == min(capacity, len(items))
+    assert sorted(held + displaced) == sorted(items)
+    if held and displaced:
+        assert max(held) <= min(displaced)
+
+
+@given(claims, st.integers(0, 10_000), st.integers(1, 400))
+def test_pop_due_takes_only_due_claims_earliest_first(items, now_ms, limit):
+    heap = ClaimHeap(1_000)
+    heap.push_many(items)
+    taken = heap.pop_due(now_ms, limit)
+    due = sorted(c for c in items if c.due_ms <= now_ms)
+    assert taken == due[:limit]
+    assert all(c.due_ms <= now_ms for c in taken)
+    rest = heap.drain()
+    assert sorted(rest + taken) == sorted(items)
+
+
+def test_push_reports_when_the_head_moves_earlier():
+    heap = ClaimHeap(10)
+    assert heap.push_many([Claim(100, 1, 1)]).head_moved_earlier
+    assert not heap.push_many([Claim(200, 2, 1)]).head_moved_earlier
+    assert heap.push_many([Claim(50, 3, 1)]).head_moved_earlier
+    assert heap.next_due_ms() == 50
+    assert heap.latest_due_ms() == 200
+    assert heap.free() == 7
+
+
+def test_empty_heap():
+    heap = ClaimHeap(3)
+    assert heap.next_due_ms() is None
+    assert heap.pop_due(10**12, 10) == []
+    assert not heap.push_many([]).head_moved_earlier

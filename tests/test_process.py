@@ -1,0 +1,203 @@
+"""Whole clock-server processes on real MariaDB and RabbitMQ: on time, shared, killed, stopped."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from sqlalchemy import select
+
+from clock_server.db import make_engine
+from clock_server.schema import clock
+from tests.support import (
+    AMQP_URL,
+    Collector,
+    ServerProcess,
+    TcpProxy,
+    delete_exchange,
+    mariadb_database,
+    unique,
+)
+
+pytestmark = [pytest.mark.process, pytest.mark.mariadb, pytest.mark.rabbitmq]
+
+
+class Cluster:
+    """Servers sharing one database and one exchange, plus a collector per application."""
+
+    def __init__(self, database_url: str, log_dir: Path) -> None:
+        self.database_url = database_url
+        self.exchange = unique("clock_test_")
+        self.application = unique("app")
+        self.log_dir = log_dir
+        self.servers: list[ServerProcess] = []
+        self.collector = Collector(self.exchange, self.application).start()
+
+    def server(self, name: str, amqp_url: str = AMQP_URL, **env: str) -> ServerProcess:
+        settings = {
+            "CLOCK_DATABASE_URL": self.database_url,
+            "CLOCK_AMQP_URL": amqp_url,
+            "CLOCK_EXCHANGE": self.exchange,
+            "CLOCK_INSTANCE_ID": name,
+            "CLOCK_PRELOAD_WINDOW_S": "0.5",
+            "CLOCK_PRELOAD_INTERVAL_S": "0.1",
+            "CLOCK_LEASE_S": "2",
+            "CLOCK_RETRY_BASE_S": "0.2",
+            "CLOCK_RETRY_CAP_S": "0.5",
+            "CLOCK_SHUTDOWN_TIMEOUT_S": "5",
+            **env,
+        }
+        server = ServerProcess(settings, self.log_dir / f"{name}.log")
+        self.servers.append(server)
+        return server
+
+    def create_batch(
+        self, server: ServerProcess, count: int, spread_ms: int, offset_ms: int
+    ) -> list[int]:
+        now = int(time.time() * 1000)
+        items = [
+            {
+                "application": self.application,
+                "business_id": f"b{i}",
+                "payload": f"p{i}",
+                "target_ring_at": now + offset_ms + (i * spread_ms) // count,
+            }
+            for i in range(count)
+        ]
+        ids = []
+        for start in range(0, count, 1_000):
+            response = requests.post(
+                server.base_url + "/v1/alarms/batch",
+                json={"alarms": items[start : start + 1_000]},
+                timeout=30,
+            )
+            assert response.status_code == 200
+            ids += [r["alarm"]["id"] for r in response.json()["results"] if r["status"] == 201]
+        assert len(ids) == count
+        return ids
+
+    def rows(self) -> list:
+        engine = make_engine(self.database_url, pool_size=1)
+        with engine.connect() as conn:
+            rows = conn.execute(select(clock)).all()
+        engine.dispose()
+        return rows
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.ensure_stopped()
+        self.collector.stop()
+        delete_exchange(self.exchange)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with mariadb_database() as url:
+        group = Cluster(url, tmp_path)
+        try:
+            yield group
+        finally:
+            group.close()
+
+
+def assert_rang_on_time(cluster: Cluster, ids: list[int]) -> None:
+    by_id = {row.id: row for row in cluster.rows()}
+    for delivery in cluster.collector.deliveries:
+        target = delivery.body["target_ring_at"]
+        assert delivery.received_ms >= target, "rang early"
+        assert by_id[delivery.body["id"]].rung_at >= target
+        assert delivery.message_id == str(delivery.body["id"])
+    assert {by_id[i].status for i in ids} == {"rung"}
+
+
+def test_an_alarm_created_over_http_arrives_on_time(cluster: Cluster):
+    server = cluster.server(
+        "solo", CLOCK_PRELOAD_INTERVAL_S="5", CLOCK_PRELOAD_WINDOW_S="10", CLOCK_LEASE_S="30"
+    ).start()
+    target = int(time.time() * 1000) + 300
+    response = requests.post(
+        server.base_url + "/v1/alarms",
+        timeout=5,
+        json={
+            "application": cluster.application,
+            "business_id": "order-1",
+            "payload": "close it",
+            "target_ring_at": target,
+        },
+    )
+    assert response.status_code == 201
+    assert cluster.collector.wait_for(1, 3)
+    delivery = cluster.collector.deliveries[0]
+    assert delivery.body["payload"] == "close it" and delivery.body["attempt"] == 1
+    rung_at = requests.get(
+        f"{server.base_url}/v1/alarms/{cluster.application}/order-1", timeout=5
+    ).json()["rung_at"]
+    # With a 5 s preload interval, only the wake-up on create makes this on time.
+    assert target <= rung_at < target + 200
+    assert delivery.received_ms >= target
+
+
+def test_two_servers_share_the_work_without_double_rings(cluster: Cluster):
+    a, b = cluster.server("a").start(), cluster.server("b").start()
+    ids = cluster.create_batch(a, 2_000, spread_ms=1_500, offset_ms=500)
+    assert cluster.collector.wait_for(2_000, 10)
+    time.sleep(0.3)  # a late duplicate would show up here
+    delivered = cluster.collector.ids()
+    assert sorted(delivered) == sorted(ids)
+    assert_rang_on_time(cluster, ids)
+    assert b.process is not None and a.process is not None
+
+
+def test_a_killed_server_is_replaced_within_the_lease(cluster: Cluster):
+    victim = cluster.server("victim", CLOCK_PRELOAD_WINDOW_S="1").start()
+    ids = cluster.create_batch(victim, 500, spread_ms=200, offset_ms=800)
+    deadline = time.monotonic() + 5
+    while not any(row.claimed_by == "victim" for row in cluster.rows()):
+        assert time.monotonic() < deadline, "the victim never claimed anything"
+        time.sleep(0.02)
+    victim.kill()
+    killed_at = int(time.time() * 1000)
+    cluster.server("survivor").start()
+    assert cluster.collector.wait_for(500, 8)
+    delivered = cluster.collector.ids()
+    assert set(delivered) == set(ids)
+    assert len(delivered) - len(set(delivered)) <= 1_000  # at most one in-flight batch again
+    last = max(d.received_ms for d in cluster.collector.deliveries)
+    assert last <= killed_at + 2_000 + 1_500  # lease + start-up of the survivor
+    assert_rang_on_time(cluster, ids)
+
+
+def test_sigterm_hands_every_claim_back(cluster: Cluster):
+    server = cluster.server("leaving", CLOCK_PRELOAD_WINDOW_S="10", CLOCK_LEASE_S="30").start()
+    cluster.create_batch(server, 300, spread_ms=1_000, offset_ms=8_000)
+    deadline = time.monotonic() + 5
+    while sum(row.claimed_by == "leaving" for row in cluster.rows()) < 300:
+        assert time.monotonic() < deadline, "the server did not claim the alarms"
+        time.sleep(0.05)
+    started = time.monotonic()
+    assert server.terminate(timeout_s=15) == 0
+    assert time.monotonic() - started < 10
+    rows = cluster.rows()
+    assert all(row.claimed_by is None and row.next_try_time == row.target_ring_at for row in rows)
+    assert all(row.status == "pending" for row in rows)
+
+
+def test_a_broker_outage_delays_alarms_but_loses_none(cluster: Cluster):
+    proxy = TcpProxy(5672).start()
+    server = cluster.server("patient", amqp_url=proxy.amqp_url).start()
+    proxy.cut()
+    ids = cluster.create_batch(server, 200, spread_ms=200, offset_ms=300)
+    deadline = time.monotonic() + 5
+    while not all(row.retry_times > 0 for row in cluster.rows()):
+        assert time.monotonic() < deadline, "publishes did not fail while the broker was away"
+        time.sleep(0.05)
+    assert cluster.collector.ids() == []
+    proxy.start()
+    assert cluster.collector.wait_for(200, 10)
+    assert sorted(cluster.collector.ids()) == sorted(ids)
+    rows = cluster.rows()
+    assert {row.status for row in rows} == {"rung"}
+    assert all(row.retry_times >= 1 for row in rows)

@@ -1,0 +1,173 @@
+"""The store's contract, run against SQLite and the real MariaDB."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from clock_server.claims import ClaimStore
+from clock_server.errors import Conflict, NotFound, ValidationError
+from clock_server.model import AlarmChanges, NewAlarm
+from clock_server.store import AlarmStore
+
+NOW = 1_700_000_000_000
+
+
+def new(business_id: str = "b1", target: int = NOW + 1_000, **kw) -> NewAlarm:
+    values = {
+        "application": "app",
+        "business_id": business_id,
+        "payload": "p",
+        "target_ring_at": target,
+        "latest_ring_at": None,
+        **kw,
+    }
+    return NewAlarm(**values)
+
+
+def test_create_then_retry_returns_the_stored_alarm_unchanged(store: AlarmStore):
+    first, created = store.create(new(payload="one"), NOW)
+    again, created_again = store.create(new(payload="two", target=NOW + 9), NOW + 5)
+    assert created and not created_again
+    assert again == first
+    assert again.payload == "one" and again.status == "pending"
+    assert again.next_try_time == again.target_ring_at == NOW + 1_000
+
+
+def test_keys_are_case_sensitive_and_scoped_by_application(store: AlarmStore):
+    a, _ = store.create(new("Order-1"), NOW)
+    b, created_b = store.create(new("order-1"), NOW)
+    c, created_c = store.create(new("Order-1", application="other"), NOW)
+    assert created_b and created_c
+    assert len({a.id, b.id, c.id}) == 3
+
+
+def test_concurrent_duplicate_creates_make_one_alarm(store: AlarmStore):
+    barrier = threading.Barrier(8)
+
+    def create(i: int):
+        barrier.wait()
+        return store.create(new("same", payload=f"p{i}"), NOW)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(create, range(8)))
+    assert sum(created for _, created in results) == 1
+    assert len({alarm.id for alarm, _ in results}) == 1
+    assert len(store.list("app", None, 100, None)) == 1
+
+
+def test_create_many_reports_each_item(store: AlarmStore):
+    existing, _ = store.create(new("b0"), NOW)
+    items = [new("b0"), new("b1"), new("b2"), new("b1", payload="dup")]
+    results = store.create_many(items, NOW + 1)
+    assert [created for _, created in results] == [False, True, True, False]
+    assert results[0][0] == existing
+    assert results[1][0].id == results[3][0].id
+    assert results[3][0].payload == "p"
+
+
+def test_get_unknown_is_not_found(store: AlarmStore):
+    with pytest.raises(NotFound):
+        store.get("app", "missing")
+
+
+def test_update_moves_target_and_drops_the_claim(store: AlarmStore):
+    alarm, _ = store.create(new(), NOW)
+    claims = ClaimStore(store, "e1").claim_due(NOW + 10_000, NOW + 30_000, 10)
+    assert [c.id for c in claims] == [alarm.id]
+    moved = store.update("app", "b1", AlarmChanges(target_ring_at=NOW + 5_000), NOW + 1)
+    assert moved.target_ring_at == moved.next_try_time == NOW + 5_000
+    assert moved.updated_at == NOW + 1
+    with ClaimStore(store, "e1").ring_transaction() as tx:
+        assert tx.lock_live(claims) == []
+
+
+def test_update_checks_the_cutoff_against_stored_values(store: AlarmStore):
+    store.create(new(target=NOW + 1_000), NOW)
+    with pytest.raises(ValidationError):
+        store.update("app", "b1", AlarmChanges(set_latest_ring_at=True, latest_ring_at=NOW), NOW)
+    store.update(
+        "app", "b1", AlarmChanges(set_latest_ring_at=True, latest_ring_at=NOW + 2_000), NOW
+    )
+    with pytest.raises(ValidationError):
+        store.update("app", "b1", AlarmChanges(target_ring_at=NOW + 3_000), NOW)
+    cleared = store.update("app", "b1", AlarmChanges(set_latest_ring_at=True), NOW)
+    assert cleared.latest_ring_at is None and cleared.target_ring_at == NOW + 1_000
+
+
+def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
+    store.create(new("c"), NOW)
+    assert store.cancel("app", "c", NOW).status == "cancelled"
+    assert store.cancel("app", "c", NOW).status == "cancelled"
+    with pytest.raises(Conflict) as info:
+        store.update("app", "c", AlarmChanges(payload="x"), NOW)
+    assert info.value.status == "cancelled"
+    store.create(new("r", target=NOW), NOW)
+    claims_store = ClaimStore(store, "e1")
+    claims = claims_store.claim_due(NOW, NOW + 30_000, 10)
+    with claims_store.ring_transaction() as tx:
+        tx.mark_rung([c.id for c in claims], NOW, NOW)
+    with pytest.raises(Conflict) as info:
+        store.cancel("app", "r", NOW)
+    assert info.value.status == "rung"
+
+
+def test_list_pages_by_id_with_filters(store: AlarmStore):
+    for i in range(7):
+        store.create(new(f"b{i}"), NOW)
+    store.create(new("x", application="other"), NOW)
+    store.cancel("app", "b3", NOW)
+    page = store.list("app", None, 3, None)
+    rest = store.list("app", None, 10, page[-1].id)
+    assert [a.business_id for a in page + rest] == [f"b{i}" for i in range(7)]
+    assert [a.business_id for a in store.list(None, "cancelled", 10, None)] == ["b3"]
+
+
+def test_claims_are_exclusive_earliest_first_and_within_the_horizon(store: AlarmStore):
+    for i in range(40):
+        store.create(new(f"b{i}", target=NOW + i * 100), NOW)
+    a, b = ClaimStore(store, "a"), ClaimStore(store, "b")
+    first = a.claim_due(NOW + 1_950, NOW + 30_000, 10)
+    assert [c.due_ms for c in first] == [NOW + i * 100 for i in range(10)]
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda s: s.claim_due(NOW + 1_950, NOW + 30_000, 100), [a, b]))
+    ids = [c.id for c in first] + [c.id for batch in got for c in batch]
+    assert len(ids) == len(set(ids)) == 20
+    assert b.claim_due(NOW + 1_950, NOW + 30_000, 100) == []
+
+
+def test_release_makes_alarms_due_again_at_their_own_time(store: AlarmStore):
+    alarm, _ = store.create(new(target=NOW + 500), NOW)
+    claims_store = ClaimStore(store, "a")
+    claims = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10)
+    assert store.get("app", "b1").next_try_time == NOW + 30_000
+    assert claims_store.release(claims, NOW) == 1
+    assert claims_store.release(claims, NOW) == 0  # stale: already given back
+    assert store.get("app", "b1").next_try_time == NOW + 500
+    assert [c.id for c in ClaimStore(store, "b").claim_due(NOW + 500, NOW + 30_000, 10)] == [
+        alarm.id
+    ]
+
+
+def test_an_expired_lease_can_be_claimed_by_another_engine(store: AlarmStore):
+    store.create(new(target=NOW), NOW)
+    old = ClaimStore(store, "dead").claim_due(NOW, NOW + 30_000, 10)
+    survivor = ClaimStore(store, "alive")
+    assert survivor.claim_due(NOW + 30_000 - 1, NOW + 60_000, 10) == []
+    taken = survivor.claim_due(NOW + 30_000, NOW + 60_000, 10)
+    assert [c.due_ms for c in taken] == [NOW + 30_000]
+    with survivor.ring_transaction() as tx:
+        assert tx.lock_live(old) == []
+        assert [r.id for r in tx.lock_live(taken)] == [taken[0].id]
+
+
+def test_retry_bookkeeping(store: AlarmStore):
+    store.create(new(target=NOW), NOW)
+    claims_store = ClaimStore(store, "a")
+    claims = claims_store.claim_due(NOW, NOW + 30_000, 10)
+    with claims_store.ring_transaction() as tx:
+        tx.schedule_retries([(claims[0].id, NOW + 800)], NOW)
+    alarm = store.get("app", "b1")
+    assert (alarm.status, alarm.retry_times, alarm.next_try_time) == ("pending", 1, NOW + 800)
