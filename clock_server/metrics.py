@@ -38,6 +38,11 @@ class Metrics:
         self.dead = Counter("clock_alarms_dead", "Alarms whose retries ran out", registry=r)
         self.claimed = Counter("clock_alarms_claimed", "Claims taken by the preloader", registry=r)
         self.released = Counter("clock_claims_released", "Claims given back", registry=r)
+        self.overdue = Gauge(
+            "clock_overdue_alarms",
+            "Pending alarms due over 5 s ago that no engine has claimed",
+            registry=r,
+        )
         self.heap_size = Gauge("clock_heap_size", "Claimed alarms held in memory", registry=r)
         self.lateness = Histogram(
             "clock_ring_lateness_seconds",

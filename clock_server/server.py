@@ -16,6 +16,7 @@ from clock_server.amqp_publisher import AmqpPublisher
 from clock_server.api import Services, create_app
 from clock_server.db import make_engine
 from clock_server.engine import Engine
+from clock_server.maintenance import Maintenance
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings, mask_url
 from clock_server.store import AlarmStore
@@ -33,12 +34,14 @@ class Runtime:
     app: Flask
     engine: Engine | None
     publisher: AmqpPublisher | None
+    maintenance: Maintenance
 
     def start(self) -> None:
         if self.publisher is not None:
             self.publisher.start()
         if self.engine is not None:
             self.engine.start()
+        self.maintenance.start()
 
     def stop(self) -> None:
         """Engine first (stop claiming, finish the batch, hand claims back), then the rest."""
@@ -46,6 +49,7 @@ class Runtime:
             self.engine.stop()
         if self.publisher is not None:
             self.publisher.close()
+        self.maintenance.stop()
         self.store.engine.dispose()
         log.info("stopped", extra={"action": "server_stopped"})
 
@@ -68,7 +72,8 @@ def build(settings: Settings, clock: Clock | None = None) -> Runtime:
         )
         engine = Engine(settings, store, publisher, clock, metrics)
     services = Services(settings, store, clock, metrics, engine=engine, publisher=publisher)
-    return Runtime(settings, store, create_app(services), engine, publisher)
+    maintenance = Maintenance(store, clock, metrics)
+    return Runtime(settings, store, create_app(services), engine, publisher, maintenance)
 
 
 def serve(settings: Settings) -> None:

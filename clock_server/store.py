@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Connection, Engine, Row, and_, exc, insert, select, tuple_, update
+from sqlalchemy import Connection, Engine, Row, and_, exc, func, insert, select, tuple_, update
 
 from clock_server.db import Capabilities, capabilities
 from clock_server.errors import Conflict, NotFound, Unavailable, ValidationError
@@ -193,6 +193,14 @@ class AlarmStore:
             query = query.where(clock.c.id > after_id)
         with translate_errors(), self.engine.connect() as conn:
             return [alarm_from_row(row) for row in conn.execute(query)]
+
+    def count_overdue(self, before_ms: int) -> int:
+        """Pending alarms whose next try was due before `before_ms` (claimed ones are not)."""
+        query = select(func.count()).where(
+            and_(clock.c.status == PENDING, clock.c.next_try_time < before_ms)
+        )
+        with translate_errors(), self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
 
     def _lock_key(self, conn: Connection, application: str, business_id: str) -> Row:
         query = _select_key(application, business_id)

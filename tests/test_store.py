@@ -171,3 +171,13 @@ def test_retry_bookkeeping(store: AlarmStore):
         tx.schedule_retries([(claims[0].id, NOW + 800)], NOW)
     alarm = store.get("app", "b1")
     assert (alarm.status, alarm.retry_times, alarm.next_try_time) == ("pending", 1, NOW + 800)
+
+
+def test_count_overdue_sees_only_unclaimed_pending_alarms(store: AlarmStore):
+    store.create(new("late", target=NOW - 10_000), NOW)
+    store.create(new("claimed", target=NOW - 20_000), NOW)
+    store.create(new("soon", target=NOW + 10_000), NOW)
+    store.create(new("gone", target=NOW - 10_000), NOW)
+    store.cancel("app", "gone", NOW)
+    ClaimStore(store, "e").claim_due(NOW - 15_000, NOW + 30_000, 10)
+    assert store.count_overdue(NOW) == 1
