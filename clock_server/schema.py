@@ -19,8 +19,10 @@ metadata = MetaData()
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY, so the id is INTEGER there.
 _ID = BigInteger().with_variant(Integer(), "sqlite")
-_KEY = String(128).with_variant(mysql.VARCHAR(128, collation="utf8mb4_bin"), "mysql", "mariadb")
-_APP = String(64).with_variant(mysql.VARCHAR(64, collation="utf8mb4_bin"), "mysql", "mariadb")
+# On MySQL/MariaDB the migration gives application and business_id a binary NO PAD collation
+# (keys are case-sensitive and "x" differs from "x "); its name differs between the two servers.
+_KEY = String(128)
+_APP = String(64)
 _PAYLOAD = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 
 clock = Table(
@@ -49,5 +51,4 @@ clock = Table(
     Index("ix_clock_application_id", "application", "id"),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
-    mysql_collate="utf8mb4_bin",
 )

@@ -6,6 +6,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from clock_server.errors import ClockError
+
 log = logging.getLogger(__name__)
 
 
@@ -70,6 +72,9 @@ class Worker:
             self.waker.arm()
             try:
                 wait_s = self.step()
+            except ClockError as error:
+                log.warning("%s step failed: %s", self.name, error, extra={"action": "step_failed"})
+                wait_s = self.error_pause_s
             except Exception:
                 log.exception("%s step failed", self.name, extra={"action": "worker_error"})
                 wait_s = self.error_pause_s

@@ -210,6 +210,9 @@ class TcpProxy:
         """Refuse new connections and drop the open ones."""
         with self._lock:
             if self._listener is not None:
+                # shutdown() wakes the thread blocked in accept(); close() alone does not.
+                with contextlib.suppress(OSError):
+                    self._listener.shutdown(socket.SHUT_RDWR)
                 self._listener.close()
                 self._listener = None
             for sock in self._sockets:
@@ -226,6 +229,10 @@ class TcpProxy:
                 return
             upstream = socket.create_connection(self.target)
             with self._lock:
+                if self._listener is not listener:  # cut meanwhile
+                    client.close()
+                    upstream.close()
+                    return
                 self._sockets += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
@@ -241,3 +248,4 @@ class TcpProxy:
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+                sock.close()

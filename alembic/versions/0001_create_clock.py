@@ -15,17 +15,24 @@ branch_labels = None
 depends_on = None
 
 _ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-_KEY = sa.String(128).with_variant(mysql.VARCHAR(128, collation="utf8mb4_bin"), "mysql", "mariadb")
-_APP = sa.String(64).with_variant(mysql.VARCHAR(64, collation="utf8mb4_bin"), "mysql", "mariadb")
 _PAYLOAD = sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 
 
+def _key_collation() -> str | None:
+    """Binary and NO PAD, so keys are case-sensitive and trailing spaces count."""
+    dialect = op.get_bind().dialect
+    if dialect.name != "mysql":
+        return None
+    return "utf8mb4_nopad_bin" if dialect.is_mariadb else "utf8mb4_0900_bin"
+
+
 def upgrade() -> None:
+    collation = _key_collation()
     op.create_table(
         "clock",
         sa.Column("id", _ID, primary_key=True, autoincrement=True),
-        sa.Column("application", _APP, nullable=False),
-        sa.Column("business_id", _KEY, nullable=False),
+        sa.Column("application", sa.String(64, collation=collation), nullable=False),
+        sa.Column("business_id", sa.String(128, collation=collation), nullable=False),
         sa.Column("payload", _PAYLOAD, nullable=False),
         sa.Column("target_ring_at", sa.BigInteger(), nullable=False),
         sa.Column("latest_ring_at", sa.BigInteger(), nullable=True),
@@ -42,7 +49,7 @@ def upgrade() -> None:
         ),
         mysql_engine="InnoDB",
         mysql_charset="utf8mb4",
-        mysql_collate="utf8mb4_bin",
+        mysql_collate=collation,
     )
     op.create_index("ix_clock_status_next_try_time", "clock", ["status", "next_try_time"])
     op.create_index("ix_clock_application_id", "clock", ["application", "id"])

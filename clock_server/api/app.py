@@ -60,8 +60,8 @@ def create_app(services: Services) -> Flask:
     app = Flask("clock_server")
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["clock"] = services
-    # A business_id may hold "/" anywhere: "//" must not be redirected to another key, and a
-    # leading "/" (an empty-looking path segment) must still reach the alarm routes.
+    # A business_id may start with "/" or hold a line break: /v1/alarms/app//x must reach the
+    # alarm "/x", not be redirected (308, method kept) to the different alarm "x".
     app.url_map.merge_slashes = False
     app.url_map.converters["path"] = _AnyPath
     app.register_blueprint(api)
@@ -72,9 +72,10 @@ def create_app(services: Services) -> Flask:
 
 
 class _AnyPath(PathConverter):
-    """Like werkzeug's `path`, but the value may also start with "/"."""
+    """Like werkzeug's `path`, but the value may also start with "/" and hold line breaks."""
 
-    regex = ".+?"
+    part_isolating = False
+    regex = "(?s:.+?)"
 
 
 def error_body(error: ClockError) -> dict[str, Any]:

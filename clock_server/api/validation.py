@@ -122,6 +122,9 @@ def alarm_changes(data: dict[str, Any], now_ms: int, payload_max_bytes: int) -> 
         raise ValidationError(
             "nothing to change: give payload, target_ring_at, delay_ms or latest_ring_at"
         )
+    for name in ("payload", "target_ring_at", "delay_ms"):
+        if name in body.model_fields_set and getattr(body, name) is None:
+            raise ValidationError(f"{name} cannot be null", field=name)
     target = _one_target(body.target_ring_at, body.delay_ms, now_ms, required=False)
     return AlarmChanges(
         target_ring_at=target,

@@ -1,0 +1,267 @@
+"""HTTP client for the clock service's /v1 API."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from .errors import ClockError, Unavailable, error_from_response
+from .models import (
+    Alarm,
+    AlarmPage,
+    BatchResult,
+    alarm_from_json,
+    batch_results_from_json,
+    create_body,
+    page_from_json,
+    timing_fields,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH = 1000  # the server's limit per /v1/alarms/batch request
+_RETRY_STATUSES = (502, 503, 504)
+# POST is safe to repeat because creation is idempotent by (application, business_id).
+# PATCH is not: a repeat of an update that did land can meet a 409 (the alarm rang in
+# between) or, with a delay, move the alarm a second time.
+_RETRY_METHODS = frozenset({"GET", "HEAD", "DELETE", "POST"})
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+class ClockClient:
+    """Talks to one clock server over a pooled keep-alive session.
+
+    ``timeout`` (seconds) bounds connecting and each read. Failed connections and
+    502/503/504 answers are retried up to ``retries`` times with exponential backoff
+    (``backoff_factor``) for the idempotent calls only: get, list, health, cancel,
+    create and batch_create; update (PATCH) is sent once. Every failure raises a
+    subclass of ClockError. Use one client per thread; close it (or use ``with``)
+    to release its connections.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        timeout: float = 5.0,
+        retries: int = 3,
+        *,
+        backoff_factor: float = 0.2,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._session = requests.Session()
+        retry = Retry(
+            total=retries,
+            connect=retries,
+            read=retries,
+            status=retries,
+            other=0,
+            allowed_methods=_RETRY_METHODS,
+            status_forcelist=_RETRY_STATUSES,
+            backoff_factor=backoff_factor,
+            raise_on_status=False,  # hand back the last 5xx so it maps to Unavailable
+        )
+        adapter = HTTPAdapter(max_retries=retry)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
+        self._session.headers["Accept"] = "application/json"
+        if token:
+            self._session.headers["Authorization"] = f"Bearer {token}"
+
+    def __enter__(self) -> ClockClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close pooled connections; the client must not be used afterwards."""
+        self._session.close()
+
+    def create(
+        self,
+        application: str,
+        business_id: str,
+        payload: str,
+        *,
+        target_ring_at: int | datetime | None = None,
+        delay: float | timedelta | None = None,
+        latest_ring_at: int | datetime | None = None,
+    ) -> Alarm:
+        """Create an alarm due at ``target_ring_at`` (epoch ms or aware datetime) or after
+        ``delay`` (seconds or timedelta); give exactly one.
+
+        Idempotent: if (application, business_id) exists, the stored alarm is returned
+        unchanged (compare ``payload``/``target_ring_at`` if that matters to you).
+        ``latest_ring_at`` is the instant after which the alarm expires instead of ringing.
+        Raises ValidationError for a rejected request.
+        """
+        body = create_body(
+            application,
+            business_id,
+            payload,
+            target_ring_at=target_ring_at,
+            delay=delay,
+            latest_ring_at=latest_ring_at,
+        )
+        return alarm_from_json(self._request("POST", "/v1/alarms", json=body))
+
+    def batch_create(self, items: Sequence[Mapping[str, Any]]) -> builtins.list[BatchResult]:
+        """Create many alarms; returns one BatchResult per item, in order.
+
+        Each item is a mapping with create()'s argument names (``application``,
+        ``business_id``, ``payload``, ``target_ring_at`` or ``delay``, optional
+        ``latest_ring_at``). An item the server rejects gives a result with ``error``
+        set; it does not raise. More than 1000 items are sent in several requests.
+        Raises TypeError/ValueError for an item the client cannot encode.
+        """
+        bodies = [create_body(**item) for item in items]
+        results: builtins.list[BatchResult] = []
+        for start in range(0, len(bodies), MAX_BATCH):
+            chunk = bodies[start : start + MAX_BATCH]
+            data = self._request("POST", "/v1/alarms/batch", json={"alarms": chunk})
+            results.extend(batch_results_from_json(data, len(chunk)))
+        return results
+
+    def get(self, application: str, business_id: str) -> Alarm:
+        """The alarm for (application, business_id); raises NotFound if there is none."""
+        return alarm_from_json(self._request("GET", self._alarm_path(application, business_id)))
+
+    def update(
+        self,
+        application: str,
+        business_id: str,
+        *,
+        target_ring_at: int | datetime | None = None,
+        delay: float | timedelta | None = None,
+        latest_ring_at: int | datetime | None = None,
+        payload: str | None = None,
+        clear_latest_ring_at: bool = False,
+    ) -> Alarm:
+        """Change a pending alarm; only the arguments given are sent. Returns the new state.
+
+        Give at most one of ``target_ring_at``/``delay``; ``clear_latest_ring_at=True``
+        removes the expiry cutoff. Raises Conflict (with ``.status``) when the alarm is
+        no longer pending, NotFound if unknown. Never retried: after an Unavailable with
+        no status code, get() the alarm to learn whether the update was applied.
+        """
+        body: dict[str, Any] = timing_fields(target_ring_at, delay, latest_ring_at)
+        if clear_latest_ring_at:
+            if latest_ring_at is not None:
+                raise ValueError("give latest_ring_at or clear_latest_ring_at, not both")
+            body["latest_ring_at"] = None
+        if payload is not None:
+            body["payload"] = payload
+        path = self._alarm_path(application, business_id)
+        return alarm_from_json(self._request("PATCH", path, json=body))
+
+    def cancel(self, application: str, business_id: str) -> Alarm:
+        """Cancel a pending alarm and return it (status "cancelled").
+
+        Idempotent: cancelling a cancelled alarm returns it again. Raises Conflict when
+        it already rang, expired or died, NotFound if unknown.
+        """
+        path = self._alarm_path(application, business_id)
+        return alarm_from_json(self._request("DELETE", path))
+
+    def list_page(
+        self,
+        application: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> AlarmPage:
+        """One page of at most ``limit`` alarms, optionally filtered by application/status."""
+        params: dict[str, Any] = {"limit": limit}
+        if application is not None:
+            params["application"] = application
+        if status is not None:
+            params["status"] = status
+        if cursor is not None:
+            params["cursor"] = cursor
+        return page_from_json(self._request("GET", "/v1/alarms", params=params))
+
+    def health(self) -> dict[str, Any]:
+        """The server's health report, e.g. ``{"status": "ok", "database": "ok", "broker": "ok"}``.
+
+        A 503 whose body is a health report is returned too (the failing part says
+        ``"down"``), so check ``["status"] == "ok"``; other failures raise.
+        """
+        try:
+            return self._request("GET", "/healthz")
+        except Unavailable as exc:
+            if exc.status_code == 503 and "status" in exc.body:
+                return dict(exc.body)
+            raise
+
+    def list(
+        self,
+        application: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+    ) -> Iterator[Alarm]:
+        """Iterate over every matching alarm, fetching pages of ``limit`` lazily.
+
+        ``limit`` is the page size, not a cap on the total. Alarms changed while the
+        iteration runs may or may not show up (keyset pagination, no snapshot).
+        """
+        cursor: str | None = None
+        while True:
+            page = self.list_page(application, status, limit, cursor)
+            yield from page.alarms
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def _alarm_path(self, application: str, business_id: str) -> str:
+        return f"/v1/alarms/{_segment(application)}/{_segment(business_id)}"
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        url = self.base_url + path
+        try:
+            response = self._session.request(method, url, timeout=self.timeout, **kwargs)
+        except requests.Timeout as exc:
+            raise Unavailable(f"{method} {url} timed out: {exc}", code="timeout") from exc
+        except requests.ConnectionError as exc:
+            raise Unavailable(f"{method} {url} failed: {exc}", code="connection_error") from exc
+        except requests.RequestException as exc:
+            raise ClockError(f"{method} {url} failed: {exc}", code="request_error") from exc
+        if response.status_code >= 400:
+            error = error_from_response(
+                response.status_code, response.content, response.reason or ""
+            )
+            logger.debug("%s %s -> %s", method, url, error)
+            raise error
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ClockError(
+                f"{method} {url} answered {response.status_code} with a non-JSON body",
+                status_code=response.status_code,
+                code="bad_response",
+            ) from exc
+        if not isinstance(data, dict):
+            raise ClockError(
+                f"{method} {url} answered a JSON {type(data).__name__}, expected an object",
+                status_code=response.status_code,
+                code="bad_response",
+            )
+        return data

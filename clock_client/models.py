@@ -1,0 +1,265 @@
+"""Value types of the clock client: alarms, batch results, ring messages, time helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .errors import ClockError, error_from_body
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def to_epoch_ms(value: int | datetime) -> int:
+    """Epoch milliseconds for an int (taken as ms) or a timezone-aware datetime.
+
+    Raises ValueError for a naive datetime (its instant is ambiguous) and TypeError
+    for anything else.
+    """
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("datetime must be timezone-aware, e.g. datetime.now(UTC)")
+        return (value - _EPOCH) // _ONE_MS
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"expected epoch ms (int) or an aware datetime, got {type(value).__name__}")
+
+
+def to_delay_ms(value: float | timedelta) -> int:
+    """Milliseconds for a delay given as seconds (int/float) or a timedelta."""
+    if isinstance(value, timedelta):
+        return value // _ONE_MS
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return round(value * 1000)
+    raise TypeError(f"expected seconds (float) or a timedelta, got {type(value).__name__}")
+
+
+def timing_fields(
+    target_ring_at: int | datetime | None = None,
+    delay: float | timedelta | None = None,
+    latest_ring_at: int | datetime | None = None,
+) -> dict[str, Any]:
+    """The request fields for the times given (None means not sent)."""
+    fields: dict[str, Any] = {}
+    if target_ring_at is not None:
+        fields["target_ring_at"] = to_epoch_ms(target_ring_at)
+    if delay is not None:
+        fields["delay_ms"] = to_delay_ms(delay)
+    if latest_ring_at is not None:
+        fields["latest_ring_at"] = to_epoch_ms(latest_ring_at)
+    return fields
+
+
+def create_body(
+    application: str,
+    business_id: str,
+    payload: str,
+    *,
+    target_ring_at: int | datetime | None = None,
+    delay: float | timedelta | None = None,
+    latest_ring_at: int | datetime | None = None,
+) -> dict[str, Any]:
+    """The JSON body creating one alarm; which fields are required is the server's rule."""
+    body = {"application": application, "business_id": business_id, "payload": payload}
+    return body | timing_fields(target_ring_at, delay, latest_ring_at)
+
+
+def from_epoch_ms(ms: int) -> datetime:
+    """The aware UTC datetime for epoch milliseconds."""
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type, *, optional: bool = False) -> Any:
+    value = data.get(key)
+    if value is None and optional:
+        return None
+    # bool is an int subclass; a True where an id belongs is a broken document.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{key!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Alarm:
+    """One alarm as the server stores it. Times are epoch milliseconds (UTC).
+
+    ``status`` is one of ``"pending"``, ``"rung"``, ``"cancelled"``, ``"expired"``,
+    ``"dead"``. The ``*_datetime`` properties give the same instants as aware datetimes.
+    """
+
+    id: int
+    application: str
+    business_id: str
+    payload: str
+    target_ring_at: int
+    latest_ring_at: int | None
+    next_try_time: int
+    retry_times: int
+    status: str
+    rung_at: int | None
+    created_at: int
+    updated_at: int
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Alarm:
+        """Build from the server's alarm JSON; ValueError if a field is missing or mistyped.
+
+        Keys the client does not know are ignored, so newer servers stay compatible.
+        """
+        return cls(
+            id=_get(data, "id", int),
+            application=_get(data, "application", str),
+            business_id=_get(data, "business_id", str),
+            payload=_get(data, "payload", str),
+            target_ring_at=_get(data, "target_ring_at", int),
+            latest_ring_at=_get(data, "latest_ring_at", int, optional=True),
+            next_try_time=_get(data, "next_try_time", int),
+            retry_times=_get(data, "retry_times", int),
+            status=_get(data, "status", str),
+            rung_at=_get(data, "rung_at", int, optional=True),
+            created_at=_get(data, "created_at", int),
+            updated_at=_get(data, "updated_at", int),
+        )
+
+    @property
+    def is_pending(self) -> bool:
+        """True while the alarm can still ring, be updated or be cancelled."""
+        return self.status == "pending"
+
+    @property
+    def target_ring_datetime(self) -> datetime:
+        """``target_ring_at`` as an aware UTC datetime."""
+        return from_epoch_ms(self.target_ring_at)
+
+    @property
+    def latest_ring_datetime(self) -> datetime | None:
+        """``latest_ring_at`` as an aware UTC datetime, or None."""
+        return None if self.latest_ring_at is None else from_epoch_ms(self.latest_ring_at)
+
+    @property
+    def rung_datetime(self) -> datetime | None:
+        """``rung_at`` as an aware UTC datetime, or None while not rung."""
+        return None if self.rung_at is None else from_epoch_ms(self.rung_at)
+
+    @property
+    def created_datetime(self) -> datetime:
+        """``created_at`` as an aware UTC datetime."""
+        return from_epoch_ms(self.created_at)
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmPage:
+    """One page of a listing; pass ``next_cursor`` back to get the next (None: last page)."""
+
+    alarms: tuple[Alarm, ...]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """Outcome of one item of a batch create, in the order the items were given.
+
+    ``status`` is 201 (created), 200 (already existed; ``alarm`` is the stored one) or
+    an error status with ``error`` set and ``alarm`` None.
+    """
+
+    status: int
+    alarm: Alarm | None
+    error: ClockError | None
+
+    @property
+    def ok(self) -> bool:
+        """True when the alarm exists on the server (created now or before)."""
+        return self.alarm is not None
+
+    @property
+    def created(self) -> bool:
+        """True when this call created the alarm."""
+        return self.status == 201
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmMessage:
+    """One ring delivered to a consumer.
+
+    ``message_id`` is the AMQP message id, ``str(id)`` and stable across redeliveries
+    and server retries: use it to deduplicate. ``attempt`` counts the server's publish
+    attempts; ``redelivered`` is the broker's flag (the message was delivered before,
+    e.g. a handler failed or a consumer died before acking).
+    """
+
+    id: int
+    application: str
+    business_id: str
+    payload: str
+    target_ring_at: int
+    attempt: int
+    message_id: str
+    redelivered: bool
+
+    @classmethod
+    def from_body(
+        cls, body: Mapping[str, Any], *, message_id: str | None, redelivered: bool
+    ) -> AlarmMessage:
+        """Build from a decoded ring body; ValueError if a field is missing or mistyped.
+
+        A message without an AMQP message id gets ``str(id)``, the id the server uses.
+        """
+        alarm_id = _get(body, "id", int)
+        return cls(
+            id=alarm_id,
+            application=_get(body, "application", str),
+            business_id=_get(body, "business_id", str),
+            payload=_get(body, "payload", str),
+            target_ring_at=_get(body, "target_ring_at", int),
+            attempt=_get(body, "attempt", int),
+            message_id=message_id if message_id else str(alarm_id),
+            redelivered=redelivered,
+        )
+
+    @property
+    def target_ring_datetime(self) -> datetime:
+        """``target_ring_at`` as an aware UTC datetime."""
+        return from_epoch_ms(self.target_ring_at)
+
+
+def _bad(what: str) -> ClockError:
+    return ClockError(f"unexpected response from the server: {what}", code="bad_response")
+
+
+def alarm_from_json(data: Any) -> Alarm:
+    """An Alarm from a decoded response; ClockError(code="bad_response") if malformed."""
+    if not isinstance(data, Mapping):
+        raise _bad(f"expected an alarm object, got {data!r}")
+    try:
+        return Alarm.from_dict(data)
+    except ValueError as exc:
+        raise _bad(f"malformed alarm: {exc}") from exc
+
+
+def page_from_json(data: Mapping[str, Any]) -> AlarmPage:
+    """An AlarmPage from a decoded ``{"alarms": [...], "next_cursor": ...}``."""
+    alarms, cursor = data.get("alarms"), data.get("next_cursor")
+    if not isinstance(alarms, list) or not isinstance(cursor, str | None):
+        raise _bad("a listing must be {alarms: [...], next_cursor: str|null}")
+    return AlarmPage(tuple(alarm_from_json(a) for a in alarms), cursor)
+
+
+def batch_results_from_json(data: Mapping[str, Any], expected: int) -> list[BatchResult]:
+    """The BatchResults of a decoded batch response that must hold ``expected`` items."""
+    raw = data.get("results")
+    if not isinstance(raw, list) or len(raw) != expected:
+        raise _bad(f"a batch of {expected} items needs {expected} results")
+    results = []
+    for entry in raw:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("status"), int):
+            raise _bad(f"malformed batch result {entry!r}")
+        status = entry["status"]
+        if status < 400:
+            results.append(BatchResult(status, alarm_from_json(entry.get("alarm")), None))
+        else:
+            results.append(BatchResult(status, None, error_from_body(status, entry)))
+    return results

@@ -1,0 +1,608 @@
+"""ClockClient: the HTTP contract against a canned local server, then against the real one.
+
+The first half runs a tiny http.server on 127.0.0.1 that answers from a script, to pin
+down request encoding, error mapping and the retry policy. The second half needs the
+``live_server`` fixture (tests/conftest.py): a running clock server backed by a real
+database and RabbitMQ.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+from uuid import uuid4
+
+import pika
+import pika.exceptions
+import pytest
+
+from clock_client import (
+    Alarm,
+    AlarmMessage,
+    ClockClient,
+    ClockError,
+    Conflict,
+    Consumer,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    Unavailable,
+    ValidationError,
+)
+
+T0 = 1_900_000_000_000  # a fixed future instant, epoch ms
+
+
+def _alarm_json(alarm_id: int = 1, **overrides: Any) -> dict[str, Any]:
+    alarm = {
+        "id": alarm_id,
+        "application": "billing",
+        "business_id": f"order-{alarm_id}",
+        "payload": "{}",
+        "target_ring_at": T0,
+        "latest_ring_at": None,
+        "next_try_time": T0,
+        "retry_times": 0,
+        "status": "pending",
+        "rung_at": None,
+        "created_at": T0 - 60_000,
+        "updated_at": T0 - 60_000,
+    }
+    alarm.update(overrides)
+    return alarm
+
+
+def _error(code: str, message: str, field: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "field": field, **extra}}
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Canned:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    delay: float = 0.0
+
+
+@dataclass
+class CannedServer:
+    """Answers each request with the next scripted response and records what it got."""
+
+    script: deque[Canned] = field(default_factory=deque)
+    requests: list[Recorded] = field(default_factory=list)
+    httpd: ThreadingHTTPServer | None = None
+
+    def reply(self, status: int, body: Any = None, *, delay: float = 0.0) -> None:
+        if isinstance(body, bytes | str):
+            raw = body.encode() if isinstance(body, str) else body
+            self.script.append(Canned(status, raw, "text/html", delay))
+        else:
+            self.script.append(Canned(status, json.dumps(body).encode(), delay=delay))
+
+    @property
+    def base_url(self) -> str:
+        assert self.httpd is not None
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+
+def _handler_for(server: CannedServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as a real server would
+
+        def _handle(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            url = urlsplit(self.path)
+            server.requests.append(
+                Recorded(
+                    self.command,
+                    url.path,
+                    parse_qs(url.query),
+                    dict(self.headers.items()),
+                    json.loads(raw) if raw else None,
+                )
+            )
+            canned = server.script.popleft() if server.script else Canned(500, b"no script")
+            time.sleep(canned.delay)
+            self.send_response(canned.status)
+            self.send_header("Content-Type", canned.content_type)
+            self.send_header("Content-Length", str(len(canned.body)))
+            self.end_headers()
+            self.wfile.write(canned.body)
+
+        do_GET = do_POST = do_PATCH = do_DELETE = _handle
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def canned() -> Iterator[CannedServer]:
+    server = CannedServer()
+    server.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(server))
+    # A reply written after the client timed out fails; that is the point, not news.
+    server.httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+    thread = threading.Thread(target=server.httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.httpd.shutdown()
+    server.httpd.server_close()
+    thread.join(5)
+
+
+@pytest.fixture
+def make_client() -> Iterator[Callable[..., ClockClient]]:
+    clients: list[ClockClient] = []
+
+    def _make(base_url: str, **kwargs: Any) -> ClockClient:
+        kwargs.setdefault("backoff_factor", 0.01)
+        client = ClockClient(base_url, **kwargs)
+        clients.append(client)
+        return client
+
+    yield _make
+    for client in clients:
+        client.close()
+
+
+def test_create_encodes_times_and_returns_typed_alarm(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(201, _alarm_json(7, latest_ring_at=T0 + 1000))
+    client = make_client(canned.base_url)
+    target = datetime(2030, 3, 17, 17, 46, 40, 123000, tzinfo=UTC)
+
+    alarm = client.create("billing", "order-7", "{}", target_ring_at=target, latest_ring_at=T0)
+
+    assert alarm == Alarm.from_dict(_alarm_json(7, latest_ring_at=T0 + 1000))
+    assert alarm.latest_ring_datetime == datetime.fromtimestamp((T0 + 1000) / 1000, UTC)
+    [sent] = canned.requests
+    assert (sent.method, sent.path) == ("POST", "/v1/alarms")
+    assert sent.headers["Content-Type"] == "application/json"
+    assert "Authorization" not in sent.headers
+    assert sent.body == {
+        "application": "billing",
+        "business_id": "order-7",
+        "payload": "{}",
+        "target_ring_at": 1_900_000_000_123,
+        "latest_ring_at": T0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("delay", "delay_ms"), [(timedelta(seconds=1.5), 1500), (0.25, 250), (3, 3000)]
+)
+def test_create_sends_delay_in_ms(
+    canned: CannedServer,
+    make_client: Callable[..., ClockClient],
+    delay: float | timedelta,
+    delay_ms: int,
+) -> None:
+    canned.reply(201, _alarm_json())
+    make_client(canned.base_url, token="s3cret").create("billing", "b", "p", delay=delay)
+    [sent] = canned.requests
+    assert sent.body["delay_ms"] == delay_ms
+    assert "target_ring_at" not in sent.body
+    assert sent.headers["Authorization"] == "Bearer s3cret"
+
+
+def test_naive_datetime_is_refused_before_sending(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    client = make_client(canned.base_url)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        client.create("billing", "b", "p", target_ring_at=datetime(2030, 1, 1))
+    assert canned.requests == []
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error_type", "code", "field_name"),
+    [
+        (400, _error("validation_error", "bad", "latest_ring_at"), ValidationError,
+         "validation_error", "latest_ring_at"),
+        (400, _error("invalid_json", "not JSON"), ValidationError, "invalid_json", None),
+        (413, _error("payload_too_large", "big", "payload"), ValidationError,
+         "payload_too_large", "payload"),
+        (401, _error("unauthorized", "no token"), Unauthorized, "unauthorized", None),
+        (403, _error("forbidden", "not yours"), Forbidden, "forbidden", None),
+        (404, _error("not_found", "no such alarm"), NotFound, "not_found", None),
+        (503, _error("unavailable", "db down"), Unavailable, "unavailable", None),
+    ],
+)  # fmt: skip
+def test_error_bodies_map_to_typed_errors(
+    canned: CannedServer,
+    make_client: Callable[..., ClockClient],
+    status: int,
+    body: dict[str, Any],
+    error_type: type[ClockError],
+    code: str,
+    field_name: str | None,
+) -> None:
+    canned.reply(status, body)
+    with pytest.raises(error_type) as caught:
+        make_client(canned.base_url, retries=0).get("billing", "b")
+    error = caught.value
+    assert (error.status_code, error.code, error.field) == (status, code, field_name)
+    assert error.message == body["error"]["message"]
+    assert error.body == body
+
+
+def test_conflict_carries_current_status(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(409, _error("conflict", "alarm already rang", status="rung"))
+    with pytest.raises(Conflict) as caught:
+        make_client(canned.base_url).update("billing", "b", payload="x")
+    assert (caught.value.status, caught.value.status_code) == ("rung", 409)
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type"), [(500, ClockError), (404, NotFound), (502, Unavailable)]
+)
+def test_non_json_error_body_still_gives_a_useful_error(
+    canned: CannedServer,
+    make_client: Callable[..., ClockClient],
+    status: int,
+    error_type: type[ClockError],
+) -> None:
+    canned.reply(status, "<html><body>proxy says boom</body></html>")
+    with pytest.raises(error_type) as caught:
+        make_client(canned.base_url, retries=0).get("billing", "b")
+    assert type(caught.value) is error_type
+    assert caught.value.status_code == status
+    assert "proxy says boom" in caught.value.message
+    assert str(status) in str(caught.value)
+
+
+def test_malformed_success_body_is_a_clock_error(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(200, {"id": "not-an-int"})
+    with pytest.raises(ClockError) as caught:
+        make_client(canned.base_url).get("billing", "b")
+    assert caught.value.code == "bad_response"
+
+
+@pytest.mark.parametrize("status", [502, 503, 504])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.create("billing", "b", "p", delay=1),
+        lambda c: c.get("billing", "b"),
+        lambda c: c.cancel("billing", "b"),
+    ],
+    ids=["create-POST", "get-GET", "cancel-DELETE"],
+)
+def test_idempotent_calls_retry_gateway_errors(
+    canned: CannedServer,
+    make_client: Callable[..., ClockClient],
+    call: Callable[[ClockClient], Alarm],
+    status: int,
+) -> None:
+    canned.reply(status, _error("unavailable", "try later"))
+    canned.reply(status, "<html>bad gateway</html>")
+    canned.reply(200, _alarm_json())
+    assert call(make_client(canned.base_url, retries=3)).id == 1
+    assert len(canned.requests) == 3
+
+
+def test_retries_are_bounded_then_unavailable(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    for _ in range(5):
+        canned.reply(503, _error("unavailable", "db down"))
+    with pytest.raises(Unavailable) as caught:
+        make_client(canned.base_url, retries=2).get("billing", "b")
+    assert caught.value.status_code == 503
+    assert len(canned.requests) == 3
+
+
+def test_update_is_never_retried(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(503, _error("unavailable", "db down"))
+    canned.reply(200, _alarm_json())
+    with pytest.raises(Unavailable):
+        make_client(canned.base_url, retries=3).update("billing", "b", delay=5)
+    assert [r.method for r in canned.requests] == ["PATCH"]
+
+
+def test_read_timeout_retries_get_but_not_update(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    client = make_client(canned.base_url, timeout=0.2, retries=1)
+    canned.reply(200, _alarm_json(), delay=0.6)
+    canned.reply(200, _alarm_json())
+    assert client.get("billing", "b").id == 1
+    assert len(canned.requests) == 2
+
+    canned.reply(200, _alarm_json(), delay=0.6)
+    with pytest.raises(Unavailable) as caught:
+        client.update("billing", "b", payload="x")
+    assert caught.value.status_code is None
+    assert caught.value.code == "timeout"
+    assert len(canned.requests) == 3
+
+
+def test_connection_refused_is_unavailable_without_status(
+    make_client: Callable[..., ClockClient],
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = make_client(f"http://127.0.0.1:{port}", retries=1)
+    with pytest.raises(Unavailable) as caught:
+        client.get("billing", "b")
+    assert (caught.value.status_code, caught.value.code) == (None, "connection_error")
+
+
+def test_update_sends_only_given_fields(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    client = make_client(canned.base_url)
+    canned.reply(200, _alarm_json())
+    canned.reply(200, _alarm_json())
+    client.update("billing", "b", payload="new", target_ring_at=T0)
+    client.update("billing", "b", clear_latest_ring_at=True)
+    assert [r.body for r in canned.requests] == [
+        {"target_ring_at": T0, "payload": "new"},
+        {"latest_ring_at": None},
+    ]
+
+
+def test_path_segments_are_quoted(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(200, _alarm_json())
+    make_client(canned.base_url).cancel("billing", "a b?c#d")
+    assert [(r.method, r.path) for r in canned.requests] == [
+        ("DELETE", "/v1/alarms/billing/a%20b%3Fc%23d")
+    ]
+
+
+def test_list_follows_cursors_lazily(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(200, {"alarms": [_alarm_json(1), _alarm_json(2)], "next_cursor": "c1"})
+    canned.reply(200, {"alarms": [_alarm_json(3)], "next_cursor": None})
+    alarms = make_client(canned.base_url).list(application="billing", status="pending", limit=2)
+    assert canned.requests == []  # nothing fetched until iterated
+    assert [a.id for a in alarms] == [1, 2, 3]
+    assert [r.query for r in canned.requests] == [
+        {"limit": ["2"], "application": ["billing"], "status": ["pending"]},
+        {"limit": ["2"], "application": ["billing"], "status": ["pending"], "cursor": ["c1"]},
+    ]
+
+
+def test_batch_create_maps_each_result_and_chunks_by_1000(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    items = [
+        {"application": "billing", "business_id": f"b{i}", "payload": "p", "delay": 1}
+        for i in range(1001)
+    ]
+    bad = {"status": 400, **_error("validation_error", "no time", "target_ring_at")}
+    first = [{"status": 201, "alarm": _alarm_json(1)}, bad]
+    first += [{"status": 200, "alarm": _alarm_json(2)}] * 998
+    canned.reply(200, {"results": first})
+    canned.reply(200, {"results": [{"status": 201, "alarm": _alarm_json(3)}]})
+
+    results = make_client(canned.base_url).batch_create(items)
+
+    assert [len(r.body["alarms"]) for r in canned.requests] == [1000, 1]
+    assert canned.requests[0].body["alarms"][0]["delay_ms"] == 1000
+    assert len(results) == 1001
+    assert (results[0].created, results[0].ok, results[0].alarm.id) == (True, True, 1)  # type: ignore[union-attr]
+    assert (results[1].ok, results[1].alarm, results[1].status) == (False, None, 400)
+    assert isinstance(results[1].error, ValidationError)
+    assert results[1].error.field == "target_ring_at"
+    assert (results[2].created, results[2].ok) == (False, True)
+    assert results[1000].alarm is not None and results[1000].alarm.id == 3
+
+
+def test_health_returns_the_report_also_when_503(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    down = {"status": "unavailable", "database": "down", "broker": "ok"}
+    canned.reply(200, {"status": "ok", "database": "ok", "broker": "ok"})
+    canned.reply(503, down)
+    client = make_client(canned.base_url, retries=0)
+    assert client.health()["status"] == "ok"
+    assert client.health() == down
+
+
+# --- against the real server --------------------------------------------------------------
+
+
+def _app() -> str:
+    return f"t{uuid4().hex[:10]}"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@pytest.fixture
+def live(live_server: Any) -> Iterator[ClockClient]:
+    with ClockClient(live_server.base_url, timeout=10.0) as client:
+        yield client
+
+
+def test_live_create_is_idempotent(live: ClockClient) -> None:
+    app = _app()
+    first = live.create(app, "order-1", '{"n": 1}', target_ring_at=_now_ms() + 3_600_000)
+    again = live.create(app, "order-1", "different", delay=5)
+    assert (first.application, first.business_id, first.status) == (app, "order-1", "pending")
+    assert again == first  # the stored alarm, unchanged
+    assert live.get(app, "order-1") == first
+
+
+def test_live_create_with_delay(live: ClockClient) -> None:
+    before = _now_ms()
+    alarm = live.create(_app(), "d", "p", delay=timedelta(minutes=1))
+    after = _now_ms()
+    assert before + 60_000 <= alarm.target_ring_at <= after + 60_000
+    assert alarm.latest_ring_at is None and alarm.rung_at is None and alarm.retry_times == 0
+
+
+def test_live_batch_create_with_one_bad_item(live: ClockClient) -> None:
+    app = _app()
+    due = _now_ms() + 3_600_000
+    items: list[dict[str, Any]] = [
+        {"application": app, "business_id": "a", "payload": "1", "target_ring_at": due},
+        {"application": app, "business_id": "bad", "payload": "2"},  # no time given
+        {"application": app, "business_id": "c", "payload": "3", "delay": 3600},
+    ]
+    results = live.batch_create(items)
+    assert [r.status for r in results] == [201, 400, 201]
+    assert isinstance(results[1].error, ValidationError) and results[1].alarm is None
+    assert [r.alarm.business_id for r in results if r.alarm] == ["a", "c"]
+    assert [r.status for r in live.batch_create(items)] == [200, 400, 200]
+    with pytest.raises(NotFound):
+        live.get(app, "bad")
+
+
+def test_live_update_and_cancel(live: ClockClient) -> None:
+    app = _app()
+    live.create(app, "u", "old", delay=3600)
+    new_target = _now_ms() + 7_200_000
+    updated = live.update(app, "u", payload="new", target_ring_at=new_target)
+    assert (updated.payload, updated.target_ring_at, updated.status) == (
+        "new",
+        new_target,
+        "pending",
+    )
+    assert live.get(app, "u") == updated
+
+    cancelled = live.cancel(app, "u")
+    assert (cancelled.id, cancelled.status) == (updated.id, "cancelled")
+    assert live.cancel(app, "u").status == "cancelled"  # cancel is idempotent
+    with pytest.raises(Conflict) as caught:
+        live.update(app, "u", payload="too late")
+    assert (caught.value.status, caught.value.status_code) == ("cancelled", 409)
+
+
+def test_live_not_found(live: ClockClient) -> None:
+    with pytest.raises(NotFound) as caught:
+        live.get(_app(), "nope")
+    assert (caught.value.status_code, caught.value.code) == (404, "not_found")
+    with pytest.raises(NotFound):
+        live.cancel(_app(), "nope")
+
+
+def test_live_validation_error_names_the_field(live: ClockClient) -> None:
+    due = _now_ms() + 60_000
+    with pytest.raises(ValidationError) as caught:
+        live.create(_app(), "v", "p", target_ring_at=due, latest_ring_at=due - 1)
+    assert (caught.value.status_code, caught.value.field) == (400, "latest_ring_at")
+    with pytest.raises(ValidationError) as caught:
+        live.create("not a valid app!", "v", "p", delay=1)
+    assert caught.value.field == "application"
+
+
+def test_live_list_paginates(live: ClockClient) -> None:
+    app = _app()
+    live.batch_create(
+        [{"application": app, "business_id": f"k{i:02}", "payload": "", "delay": 3600}
+         for i in range(25)]
+    )  # fmt: skip
+    first = live.list_page(application=app, limit=10)
+    assert len(first.alarms) == 10 and first.next_cursor is not None
+    listed = list(live.list(application=app, limit=10))
+    assert sorted(a.business_id for a in listed) == [f"k{i:02}" for i in range(25)]
+    assert len({a.id for a in listed}) == 25
+    assert list(live.list(application=app, status="cancelled")) == []
+
+
+def test_live_health(live: ClockClient) -> None:
+    assert live.health()["status"] == "ok"
+
+
+def _delete_queue(amqp_url: str, queue_name: str) -> None:
+    connection = pika.BlockingConnection(pika.URLParameters(amqp_url))
+    try:
+        connection.channel().queue_delete(queue_name)
+    finally:
+        connection.close()
+
+
+def _consumer_count(amqp_url: str, queue_name: str) -> int:
+    connection = pika.BlockingConnection(pika.URLParameters(amqp_url))
+    try:
+        return connection.channel().queue_declare(queue_name, passive=True).method.consumer_count
+    except pika.exceptions.ChannelClosedByBroker:
+        return 0  # not declared yet
+    finally:
+        connection.close()
+
+
+@pytest.mark.rabbitmq
+def test_live_alarm_rings_to_consumer_not_before_its_time(
+    live: ClockClient, live_server: Any
+) -> None:
+    app = _app()
+    prefix = getattr(live_server, "queue_prefix", "clock.")
+    received: queue.Queue[tuple[AlarmMessage, int]] = queue.Queue()
+    consumer = Consumer(
+        live_server.amqp_url,
+        app,
+        lambda message: received.put((message, _now_ms())),
+        queue_prefix=prefix,
+        exchange=live_server.exchange,
+    )
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            consumer.run()
+        except BaseException as exc:  # reported by the assertions below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while _consumer_count(live_server.amqp_url, prefix + app) < 1:
+            assert not errors and time.monotonic() < deadline, f"consumer did not start: {errors}"
+            time.sleep(0.05)
+
+        alarm = live.create(app, "ring-me", '{"hello": "world"}', target_ring_at=_now_ms() + 300)
+        message, received_ms = received.get(timeout=15)
+    finally:
+        consumer.stop()
+        thread.join(5)
+        _delete_queue(live_server.amqp_url, prefix + app)
+
+    assert not thread.is_alive() and not errors, errors
+    assert (message.id, message.message_id) == (alarm.id, str(alarm.id))
+    assert (message.application, message.business_id) == (app, "ring-me")
+    assert (message.payload, message.target_ring_at) == ('{"hello": "world"}', alarm.target_ring_at)
+    assert message.attempt >= 1
+    assert received_ms >= alarm.target_ring_at
+    deadline = time.monotonic() + 5
+    while (current := live.get(app, "ring-me")).status != "rung":
+        assert time.monotonic() < deadline, f"still {current.status}"
+        time.sleep(0.05)
+    assert current.rung_at is not None and current.rung_at >= alarm.target_ring_at
