@@ -46,6 +46,7 @@ def _configure_logging(level: str) -> None:
     )
     logging.getLogger("pika").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":
