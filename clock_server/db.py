@@ -27,7 +27,6 @@ def make_engine(url: str, pool_size: int = 20) -> Engine:
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         pool_recycle=3600,
         pool_timeout=10,
         isolation_level="READ COMMITTED",

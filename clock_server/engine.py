@@ -19,6 +19,8 @@ from clock_server.worker import Waker, Worker
 
 log = logging.getLogger(__name__)
 
+WAKE_MARGIN_MS = 500
+
 
 class Engine:
     """Claims alarms as they come within the window and rings them when due.
@@ -67,10 +69,17 @@ class Engine:
             retry,
             batch=settings.ring_batch,
             publish_timeout_s=settings.publish_timeout_s,
+            lanes=settings.ring_lanes,
+            on_lane_free=self.ring_waker.wake,
         )
         self._preload_worker = Worker("clock-preload", self.preloader.run_once, self.preload_waker)
         self._ring_worker = Worker("clock-ring", self.ringer.run_once, self.ring_waker)
         self._started = False
+        # The next regular pass comes within one interval and claims the whole window; only
+        # alarms due before then (plus time for the pass itself) need a wake-up.
+        self._wake_horizon_ms = min(
+            settings.preload_window_ms, int(settings.preload_interval_s * 1000) + WAKE_MARGIN_MS
+        )
 
     def start(self) -> None:
         self._ring_worker.start()
@@ -79,8 +88,9 @@ class Engine:
         log.info("engine %s started", self.settings.instance_id, extra={"action": "engine_started"})
 
     def notify_due(self, due_ms: int) -> None:
-        """An alarm was written that falls due at `due_ms`: claim it now if inside the window."""
-        if due_ms <= self.clock.now_ms() + self.settings.preload_window_ms:
+        """An alarm was written that falls due at `due_ms`: claim it now if the next regular
+        preload pass might come too late for it."""
+        if due_ms <= self.clock.now_ms() + self._wake_horizon_ms:
             self.preload_waker.wake()
 
     def stop(self, timeout_s: float | None = None) -> None:
@@ -96,6 +106,7 @@ class Engine:
                 log.error(
                     "%s did not stop in time", worker.name, extra={"action": "engine_stop_late"}
                 )
+        self.ringer.close()
         held = self.heap.drain()
         try:
             released = self.claims.release(held, self.clock.now_ms())

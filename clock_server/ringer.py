@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from clock_server.backoff import RetryPolicy
@@ -32,7 +35,13 @@ class RingOutcome:
 
 
 class Ringer:
-    """Takes due claims off the heap, re-checks them under row locks, publishes, records."""
+    """Takes due claims off the heap, re-checks them under row locks, publishes, records.
+
+    With ``lanes`` > 1, up to that many batches are in flight at once, each in its own
+    transaction on its own thread: an alarm falling due while a batch waits for the broker's
+    confirms and the database's commit is rung at once in another lane instead of waiting.
+    When every lane is busy, due alarms gather in the heap and go out as one larger batch.
+    """
 
     def __init__(
         self,
@@ -45,6 +54,8 @@ class Ringer:
         *,
         batch: int,
         publish_timeout_s: float,
+        lanes: int = 1,
+        on_lane_free: Callable[[], None] | None = None,
     ) -> None:
         self.claims = claims
         self.heap = heap
@@ -54,18 +65,45 @@ class Ringer:
         self.retry = retry
         self.batch = batch
         self.publish_timeout_s = publish_timeout_s
+        self.on_lane_free = on_lane_free
+        self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
+        self._executor = ThreadPoolExecutor(lanes, "clock-ring-lane") if lanes > 1 else None
 
     def run_once(self) -> float | None:
         """Ring what is due; returns seconds until the next due claim, 0 to go on, None if idle."""
+        if self._lanes is not None and not self._lanes.acquire(timeout=0.05):
+            return 0.0
         now_ms = self.clock.now_ms()
         due = self.heap.pop_due(now_ms, self.batch)
         if due:
-            self.ring(due)
+            if self._executor is not None:
+                self._executor.submit(self._ring_in_lane, due)
+            else:
+                self.ring(due)
             return 0.0
+        if self._lanes is not None:
+            self._lanes.release()
         next_due = self.heap.next_due_ms()
         if next_due is None:
             return None
         return max(next_due - now_ms, 1) / 1000
+
+    def close(self) -> None:
+        """Wait for the batches in flight to finish."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    def _ring_in_lane(self, due: list[Claim]) -> None:
+        try:
+            self.ring(due)
+        except Exception:
+            log.exception("ring batch of %d failed; its claims return when their lease ends",
+                          len(due), extra={"action": "ring_error"})  # fmt: skip
+        finally:
+            assert self._lanes is not None
+            self._lanes.release()
+            if self.on_lane_free is not None:
+                self.on_lane_free()
 
     def ring(self, due: list[Claim]) -> RingOutcome:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, and_, exc, func, insert, select, tuple_, update
 
@@ -70,6 +71,7 @@ class AlarmStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._caps: Capabilities | None = None
+        self._insert_one = insert(clock)
 
     @property
     def caps(self) -> Capabilities:
@@ -85,15 +87,14 @@ class AlarmStore:
 
     def create(self, new: NewAlarm, now_ms: int) -> tuple[Alarm, bool]:
         """Insert the alarm, or return the stored one for the same key. True when inserted."""
+        values = _insert_values(new, now_ms)
         with translate_errors():
             try:
                 with self.engine.begin() as conn:
-                    conn.execute(insert(clock).values(_insert_values(new, now_ms)))
-                created = True
+                    result = conn.execute(self._insert_one, values)
             except exc.IntegrityError:
-                created = False
-            alarm = self.get(new.application, new.business_id)
-        return alarm, created
+                return self.get(new.application, new.business_id), False
+        return _alarm_from_values(result.inserted_primary_key[0], values), True
 
     def create_many(self, items: Sequence[NewAlarm], now_ms: int) -> list[tuple[Alarm, bool]]:
         """Insert many alarms in one transaction; keys that already exist are left unchanged.
@@ -237,7 +238,7 @@ class AlarmStore:
         return found
 
 
-def _insert_values(new: NewAlarm, now_ms: int) -> dict[str, object]:
+def _insert_values(new: NewAlarm, now_ms: int) -> dict[str, Any]:
     return {
         "application": new.application,
         "business_id": new.business_id,
@@ -251,6 +252,23 @@ def _insert_values(new: NewAlarm, now_ms: int) -> dict[str, object]:
         "create_time": now_ms,
         "update_time": now_ms,
     }
+
+
+def _alarm_from_values(alarm_id: int, values: dict[str, Any]) -> Alarm:
+    return Alarm(
+        id=alarm_id,
+        application=values["application"],
+        business_id=values["business_id"],
+        payload=values["payload"],
+        target_ring_at=values["target_ring_at"],
+        latest_ring_at=values["latest_ring_at"],
+        next_try_time=values["next_try_time"],
+        retry_times=0,
+        status=PENDING,
+        rung_at=None,
+        created_at=values["create_time"],
+        updated_at=values["update_time"],
+    )
 
 
 def _matches(alarm: Alarm, item: NewAlarm, now_ms: int) -> bool:

@@ -30,6 +30,7 @@ def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemor
             retry_cap_s=8,
             retry_max=3,
             instance_id=owner,
+            ring_lanes=1,
         )
         values.update(overrides)
         return Engine(Settings(**values), store, publisher, fake_clock, Metrics())
@@ -224,10 +225,11 @@ def test_an_engine_that_died_is_replaced_after_its_lease(store, fake_clock, publ
     assert published_ids(publisher) == [alarm_id]
 
 
+@pytest.mark.parametrize("lanes", [1, 3])
 def test_two_engines_share_one_database_without_double_rings(
-    store, fake_clock, publisher, make_engine
+    lanes, store, fake_clock, publisher, make_engine
 ):
-    engines = [make_engine("a", claim_batch=100), make_engine("b", claim_batch=100)]
+    engines = [make_engine(name, claim_batch=100, ring_lanes=lanes) for name in ("a", "b")]
     start = fake_clock.now_ms()
     items = [NewAlarm("app", f"b{i}", "p", start + (i % 5_000), None) for i in range(2_000)]
     store.create_many(items, start)
@@ -238,6 +240,8 @@ def test_two_engines_share_one_database_without_double_rings(
         for engine in engines:
             while engine.ringer.run_once() == 0:
                 pass
+    for engine in engines:
+        engine.ringer.close()  # wait for the batches still in flight
     ids = published_ids(publisher)
     assert len(ids) == len(set(ids)) == 2_000
     assert all(engine.metrics.rung._value.get() > 0 for engine in engines)
@@ -246,7 +250,9 @@ def test_two_engines_share_one_database_without_double_rings(
 
 def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
     slow = _SlowPublisher()
-    engine = Engine(Settings(instance_id="e", ring_batch=25), store, slow, fake_clock, Metrics())
+    engine = Engine(
+        Settings(instance_id="e", ring_batch=25, ring_lanes=1), store, slow, fake_clock, Metrics()
+    )
     items = [NewAlarm("app", f"b{i}", "p", fake_clock.now_ms(), None) for i in range(200)]
     store.create_many(items, fake_clock.now_ms())
     engine.preloader.run_once()
@@ -254,7 +260,7 @@ def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
 
     def cancel_all() -> None:
         slow.first_publish.wait(10)  # the first batch holds its row locks now
-        for i in range(200):
+        for i in reversed(range(200)):  # meet the ring thread halfway
             try:
                 store.cancel("app", f"b{i}", fake_clock.now_ms())
                 cancelled[f"b{i}"] = True

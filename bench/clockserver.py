@@ -1,0 +1,118 @@
+"""clock-server as a benchmark subject: its own database, exchange and log, and its memory use."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pika
+import requests
+from sqlalchemy import create_engine, text
+
+MARIADB_URL = os.environ.get("CLOCK_BENCH_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306")
+AMQP_URL = os.environ.get("CLOCK_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class BenchServer:
+    """A fresh database plus one clock-server process. Use as a context manager."""
+
+    def __init__(self, workdir: Path, **settings: str) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.database = f"bench_clock_{tag}"
+        self.database_url = f"{MARIADB_URL}/{self.database}"
+        self.exchange = f"bench_{tag}"
+        self.port = _free_port()
+        self.log_path = workdir / f"server-{tag}.log"
+        self.env = {
+            **os.environ,
+            "CLOCK_DATABASE_URL": self.database_url,
+            "CLOCK_AMQP_URL": AMQP_URL,
+            "CLOCK_EXCHANGE": self.exchange,
+            "CLOCK_PORT": str(self.port),
+            "CLOCK_HOST": "127.0.0.1",
+            "CLOCK_LOG_LEVEL": "WARNING",
+            **{f"CLOCK_{key.upper()}": str(value) for key, value in settings.items()},
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+        self._admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT")
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> BenchServer:
+        with self._admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE `{self.database}` CHARACTER SET utf8mb4"))
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        with self._admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS `{self.database}`"))
+        self._admin.dispose()
+        connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+        connection.channel().exchange_delete(self.exchange)
+        connection.close()
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "clock_server.cli"], env=self.env, stdout=log, stderr=log
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"clock-server exited; see {self.log_path}")
+            try:
+                if requests.get(self.base_url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"clock-server did not become healthy; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+    def memory_mb(self) -> dict[str, float]:
+        """Resident memory now and at its peak (VmRSS, VmHWM), in MB."""
+        assert self.process is not None
+        fields = {}
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) / 1024
+        return {"rss_mb": fields.get("VmRSS", 0.0), "peak_rss_mb": fields.get("VmHWM", 0.0)}
+
+    def rung_rows(self) -> list[tuple[int, int, int | None, str]]:
+        """(id, target_ring_at, rung_at, status) of every alarm."""
+        engine = create_engine(self.database_url)
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT id, target_ring_at, rung_at, status FROM clock")).all()
+        engine.dispose()
+        return [tuple(row) for row in rows]  # type: ignore[misc]
+
+    def execute(self, sql: str) -> None:
+        engine = create_engine(self.database_url)
+        with engine.begin() as conn:
+            conn.execute(text(sql))
+        engine.dispose()

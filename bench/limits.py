@@ -1,0 +1,66 @@
+"""What the parts alone can do here (scenario 7): MariaDB batched writes, RabbitMQ publishes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from sqlalchemy import bindparam, create_engine, insert, text, update
+
+from bench.clockserver import AMQP_URL, MARIADB_URL
+from bench.publish_rate import cleanup, pipelined_rate
+from clock_server import migrate
+from clock_server.db import make_engine
+from clock_server.schema import clock
+
+
+def mariadb_rates(rows: int = 100_000, batch: int = 1_000) -> dict[str, float]:
+    """Rows/s for multi-row INSERT and for UPDATE ... WHERE id IN (1,000 ids) on the clock table."""
+    name = f"bench_limits_{uuid.uuid4().hex[:6]}"
+    admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    engine = make_engine(f"{MARIADB_URL}/{name}", pool_size=2)
+    try:
+        migrate.upgrade(engine)
+        now = int(time.time() * 1000)
+        values = [
+            {"application": "lim", "business_id": f"b{i}", "payload": "x" * 64,
+             "target_ring_at": now + i, "latest_ring_at": None, "next_try_time": now + i,
+             "retry_times": 0, "status": "pending", "version": 0, "create_time": now,
+             "update_time": now}
+            for i in range(rows)
+        ]  # fmt: skip
+        started = time.perf_counter()
+        for first in range(0, rows, batch):
+            with engine.begin() as conn:
+                conn.execute(insert(clock), values[first : first + batch])
+        insert_rate = rows / (time.perf_counter() - started)
+        with engine.connect() as conn:
+            ids = [row.id for row in conn.execute(text("SELECT id FROM clock ORDER BY id"))]
+        statement = update(clock).where(clock.c.id.in_(bindparam("ids", expanding=True)))
+        started = time.perf_counter()
+        for first in range(0, len(ids), batch):
+            with engine.begin() as conn:
+                conn.execute(
+                    statement.values(status="rung", rung_at=now),
+                    {"ids": ids[first : first + batch]},
+                )
+        update_rate = len(ids) / (time.perf_counter() - started)
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        admin.dispose()
+    return {"mariadb_insert_rows_per_s": insert_rate, "mariadb_update_rows_per_s": update_rate}
+
+
+def rabbitmq_rate(total: int = 50_000, batch: int = 1_000) -> dict[str, float]:
+    """Persistent publishes/s with pipelined confirms, through clock's own publisher."""
+    exchange = f"bench_limits_{uuid.uuid4().hex[:6]}"
+    application = "limits"
+    try:
+        rate = pipelined_rate(AMQP_URL, exchange, application, total, batch)
+    finally:
+        cleanup(AMQP_URL, exchange, f"{exchange}.{application}")
+    return {"rabbitmq_pipelined_publishes_per_s": rate}

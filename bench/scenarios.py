@@ -1,0 +1,138 @@
+"""The benchmark scenarios. Each returns a JSON-able dict of what it measured."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.clockserver import BenchServer
+from bench.collector import Collector
+from bench.load import SteadyLoad, bulk_create
+from bench.stats import summarize
+from bench.wrk_load import WrkCreate
+
+SETTLE_S = 5.0
+
+
+def steady(
+    workdir: Path,
+    rate: float,
+    duration_s: float,
+    prepare: Callable[[BenchServer], dict] | None = None,
+    with_api_load: bool = False,
+    **server_settings: str,
+) -> dict:
+    """Scenario 1: alarms created at `rate`/s for `duration_s`, each due 1-10 s later.
+
+    `prepare` runs against the started server first (scenario 3 fills the table there);
+    `with_api_load` runs wrk's single creates at full speed meanwhile (scenario 5)."""
+    application = f"steady{uuid.uuid4().hex[:6]}"
+    with BenchServer(workdir, **server_settings) as server:
+        prepared = prepare(server) if prepare else {}
+        collector = Collector(server.exchange, application, workdir).start()
+        wrk = (
+            WrkCreate(server.base_url, "wrkmixed", int(duration_s)).start()
+            if with_api_load
+            else None
+        )
+        load = SteadyLoad(server.base_url, application, rate, duration_s).start().join()
+        api_load = wrk.result() if wrk else None
+        deadline = time.monotonic() + 10 + SETTLE_S
+        while collector.count() < load["created"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)  # late duplicates would arrive here
+        arrivals = collector.stop()
+        memory = server.memory_mb()
+        rows = server.rung_rows()
+    return {
+        "rate": rate,
+        "duration_s": duration_s,
+        "load": load,
+        "prepared": prepared,
+        "api_load": api_load,
+        **_delivery_figures(arrivals, rows, load["created"]),
+        **memory,
+    }
+
+
+def _delivery_figures(arrivals, rows, created: int) -> dict:  # type: ignore[no-untyped-def]
+    received = summarize([a.received_ms - a.target_ms for a in arrivals])
+    published = summarize([rung - target for _, target, rung, status in rows if rung is not None])
+    distinct = {a.alarm_id for a in arrivals}
+    statuses: dict[str, int] = {}
+    for row in rows:
+        statuses[row[3]] = statuses.get(row[3], 0) + 1
+    return {
+        "received_lateness_ms": received,
+        "published_lateness_ms": published,
+        "delivered": len(distinct),
+        "duplicates": len(arrivals) - len(distinct),
+        "lost": created - len(distinct),
+        "early": received["early"] + published["early"],
+        "statuses": statuses,
+    }
+
+
+def burst(
+    workdir: Path, count: int, insert_rate_guess: float = 15_000, **server_settings: str
+) -> dict:
+    """Scenario 2: `count` alarms due in the same second, inserted beforehand via the batch API."""
+    application = f"burst{uuid.uuid4().hex[:6]}"
+    with BenchServer(workdir, **server_settings) as server:
+        collector = Collector(server.exchange, application, workdir).start()
+        target_ms = int(time.time() * 1000) + int(count / insert_rate_guess * 1000) + 15_000
+        insert = bulk_create(server.base_url, application, count, target_ms)
+        late_insert_ms = int(time.time() * 1000) - target_ms
+        deadline = time.monotonic() + max(0, -late_insert_ms / 1000) + count / 2_000 + 30
+        while collector.count() < insert["created"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        arrivals = collector.stop()
+        memory = server.memory_mb()
+        rows = server.rung_rows()
+    rung_at = [rung for _, _, rung, _ in rows if rung is not None]
+    start_ms = max(target_ms, target_ms + late_insert_ms)  # ringing cannot start before inserts end
+    drain_ms = max(rung_at) - target_ms if rung_at else float("nan")
+    received_ms = max(a.received_ms for a in arrivals) - target_ms if arrivals else float("nan")
+    return {
+        "count": count,
+        "insert": insert,
+        "inserts_finished_before_target": late_insert_ms < 0,
+        "ring_drain_s": drain_ms / 1000,
+        "ring_rate_per_s": len(rung_at) / (drain_ms / 1000) if rung_at else 0.0,
+        "receive_drain_s": received_ms / 1000,
+        "first_ring_after_start_ms": min(rung_at) - start_ms if rung_at else None,
+        **_delivery_figures(arrivals, rows, insert["created"]),
+        **memory,
+    }
+
+
+def fill_far_future(rows: int) -> Callable[[BenchServer], dict]:
+    """A `prepare` step for scenario 3: `rows` pending alarms a year away, inserted by SQL."""
+
+    def prepare(server: BenchServer) -> dict:
+        started = time.monotonic()
+        far = int(time.time() * 1000) + 365 * 86_400_000
+        step = 1_000_000
+        for first in range(0, rows, step):
+            count = min(step, rows - first)
+            server.execute(
+                "INSERT INTO clock (application, business_id, payload, target_ring_at, "
+                "next_try_time, retry_times, status, version, create_time, update_time) "
+                f"SELECT 'far', CONCAT('f', seq), REPEAT('x', 64), {far} + seq, {far} + seq, "
+                f"0, 'pending', 0, {far}, {far} FROM seq_{first + 1}_to_{first + count}"
+            )
+        return {"pending_rows": rows, "fill_s": time.monotonic() - started}
+
+    return prepare
+
+
+def create(workdir: Path, duration_s: int, batch_alarms: int) -> dict:
+    """Scenario 4: single creates with wrk (64 connections), then alarms/s through the batch API."""
+    with BenchServer(workdir) as server:
+        single = WrkCreate(server.base_url, "wrkcreate", duration_s).start().result()
+        far = int(time.time() * 1000) + 86_400_000
+        batch = bulk_create(server.base_url, f"batch{uuid.uuid4().hex[:6]}", batch_alarms, far)
+        memory = server.memory_mb()
+    return {"single": single, "batch": batch, **memory}
