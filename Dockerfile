@@ -18,9 +18,17 @@ RUN pip install . && rm -rf /src
 USER clock
 WORKDIR /data
 # Listen on every interface inside the container; the embedded SQLite file lives in /data.
+# Off loopback the server refuses to start without bearer tokens: give them at run time,
+#   -e CLOCK_TOKENS='<token>=orders,billing;<admin-token>=*'
+# or mount a file (one <token>=<app>,<app> or <token>=* per line) and
+#   -e CLOCK_TOKENS_FILE=/run/secrets/clock-tokens
+# (make tokens with: python -c 'import secrets; print(secrets.token_urlsafe(32))').
+# Only when something in front of clock authenticates: -e CLOCK_ALLOW_UNAUTHENTICATED=true.
 ENV CLOCK_HOST=0.0.0.0 \
     CLOCK_PORT=8080 \
-    CLOCK_DATABASE_URL=sqlite:////data/clock.db
+    CLOCK_DATABASE_URL=sqlite:////data/clock.db \
+    CLOCK_TOKENS= \
+    CLOCK_TOKENS_FILE=
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz').status == 200 else 1)"
 ENTRYPOINT ["clock-server"]

@@ -79,7 +79,7 @@ class BenchServer:
             try:
                 if requests.get(self.base_url + "/healthz", timeout=1).status_code == 200:
                     return
-            except requests.ConnectionError:
+            except requests.RequestException:
                 pass
             time.sleep(0.1)
         raise RuntimeError(f"clock-server did not become healthy; see {self.log_path}")

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
+import os
+import shutil
 import sys
+import tempfile
 
 from clock_server import __version__, migrate
 from clock_server.db import make_engine
@@ -25,20 +29,34 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
         return 2
-    _configure_logging(settings.log_level)
+    configure_logging(settings.log_level)
     if args.command == "migrate":
         engine = make_engine(settings.database_url)
         migrate.upgrade(engine)
         engine.dispose()
         logging.getLogger(__name__).info("migrated %s", mask_url(settings.database_url))
         return 0
+    if settings.web_processes > 1:
+        _share_metrics_between_processes()
     from clock_server.server import serve
 
-    serve(settings)
+    try:
+        serve(settings)
+    except ConfigError as error:
+        print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
+        return 2
     return 0
 
 
-def _configure_logging(level: str) -> None:
+def _share_metrics_between_processes() -> None:
+    # prometheus_client picks its storage when first imported: set this before any import.
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        directory = tempfile.mkdtemp(prefix="clock-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+        atexit.register(shutil.rmtree, directory, True)
+
+
+def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(),
         format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",

@@ -26,6 +26,22 @@ class PayloadTooLarge(ValidationError):
     code = "payload_too_large"
 
 
+class Unauthorized(ClockError):
+    """The request carries no valid bearer token (tokens are configured)."""
+
+    code = "unauthorized"
+
+    def __init__(self, message: str, *, challenge: str = 'Bearer realm="clock"') -> None:
+        super().__init__(message)
+        self.challenge = challenge  # the WWW-Authenticate header value
+
+
+class Forbidden(ClockError):
+    """The token is valid but does not cover the application."""
+
+    code = "forbidden"
+
+
 class NotFound(ClockError):
     """No alarm with that (application, business_id)."""
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import os
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 
 _LATENESS_BUCKETS_S = (
     0.001,
@@ -21,6 +30,21 @@ _LATENESS_BUCKETS_S = (
     30.0,
     60.0,
 )
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """The text Prometheus scrapes: this process's registry, or, when the service runs as
+    several processes, every live process's values (PROMETHEUS_MULTIPROC_DIR)."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    return generate_latest(registry)
+
+
+def forget_process(pid: int) -> None:
+    """Drop the live-only gauges of a process that has exited."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        multiprocess.mark_process_dead(pid)
 
 
 class Metrics:
@@ -42,8 +66,14 @@ class Metrics:
             "clock_overdue_alarms",
             "Pending alarms due over 5 s ago that no engine has claimed",
             registry=r,
+            multiprocess_mode="livemax",
         )
-        self.heap_size = Gauge("clock_heap_size", "Claimed alarms held in memory", registry=r)
+        self.heap_size = Gauge(
+            "clock_heap_size",
+            "Claimed alarms held in memory",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.lateness = Histogram(
             "clock_ring_lateness_seconds",
             "Publish time minus due time",

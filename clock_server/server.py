@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import time
 from dataclasses import dataclass
 from types import FrameType
@@ -14,6 +15,9 @@ from flask import Flask
 from clock_server import migrate
 from clock_server.amqp_publisher import AmqpPublisher
 from clock_server.api import Services, create_app
+from clock_server.api.app import DueNotifier, HealthSource
+from clock_server.api.routes import max_body_bytes
+from clock_server.auth import check_exposure
 from clock_server.db import make_engine
 from clock_server.engine import Engine
 from clock_server.maintenance import Maintenance
@@ -31,7 +35,7 @@ class Runtime:
 
     settings: Settings
     store: AlarmStore
-    app: Flask
+    app: Flask | None  # None in the engine process of a multi-process server
     engine: Engine | None
     publisher: AmqpPublisher | None
     maintenance: Maintenance
@@ -54,7 +58,7 @@ class Runtime:
         log.info("stopped", extra={"action": "server_stopped"})
 
 
-def build(settings: Settings, clock: Clock | None = None) -> Runtime:
+def build(settings: Settings, clock: Clock | None = None, serve_http: bool = True) -> Runtime:
     """Create every part from `settings`; nothing starts until Runtime.start()."""
     clock = clock or SystemClock()
     db_engine = make_engine(settings.database_url, settings.db_pool_size)
@@ -62,7 +66,7 @@ def build(settings: Settings, clock: Clock | None = None) -> Runtime:
     if settings.migrate_on_start:
         migrate.upgrade(db_engine)
     metrics = Metrics()
-    publisher = engine = None
+    publisher = engine = app = None
     if settings.run_engine:
         publisher = AmqpPublisher(
             settings.amqp_url,
@@ -71,15 +75,43 @@ def build(settings: Settings, clock: Clock | None = None) -> Runtime:
             queue_prefix=settings.queue_prefix,
         )
         engine = Engine(settings, store, publisher, clock, metrics)
-    services = Services(settings, store, clock, metrics, engine=engine, publisher=publisher)
+    if serve_http:
+        app = create_app(Services(settings, store, clock, metrics, engine, publisher))
     maintenance = Maintenance(store, clock, metrics)
-    return Runtime(settings, store, create_app(services), engine, publisher, maintenance)
+    return Runtime(settings, store, app, engine, publisher, maintenance)
+
+
+def build_web(
+    settings: Settings, notifier: DueNotifier, broker: HealthSource
+) -> tuple[Flask, AlarmStore]:
+    """The HTTP side alone, for a web worker process: its own pool, the engine elsewhere."""
+    store = AlarmStore(make_engine(settings.database_url, settings.db_pool_size))
+    services = Services(settings, store, SystemClock(), Metrics(), notifier, broker)
+    return create_app(services), store
+
+
+def create_http_server(app: Flask, settings: Settings, sockets: list[socket.socket] | None = None):  # type: ignore[no-untyped-def]
+    """A waitress server for `app` on host:port, or on already-bound `sockets`."""
+    import waitress
+
+    where: dict[str, object] = {"sockets": sockets} if sockets else {
+        "host": settings.host, "port": settings.port}  # fmt: skip
+    return waitress.create_server(
+        app,
+        threads=settings.http_threads,
+        ident="clock",
+        clear_untrusted_proxy_headers=True,
+        # refuse at once a body no route would take, instead of buffering up to 1 GiB of it
+        max_request_body_size=max_body_bytes(settings),
+        **where,
+    )
 
 
 def serve(settings: Settings) -> None:
-    """Run the API under waitress and the engine until SIGTERM or SIGINT; a second one exits."""
-    import waitress
+    """Run the API under waitress and the engine until SIGTERM or SIGINT; a second one exits.
 
+    With CLOCK_WEB_PROCESSES > 1 the API runs in that many worker processes instead."""
+    check_exposure(settings.host, settings.token_table, settings.allow_unauthenticated)
     log.info(
         "clock-server starting: database %s, broker %s, listening on %s:%d",
         mask_url(settings.database_url),
@@ -89,15 +121,15 @@ def serve(settings: Settings) -> None:
         extra={"action": "server_starting"},
     )
     log.info("settings: %s", settings.describe())
+    log_authentication(settings)
+    if settings.web_processes > 1:
+        from clock_server.supervisor import Supervisor
+
+        Supervisor(settings).run()
+        return
     runtime = build(settings)
-    server = waitress.create_server(
-        runtime.app,
-        host=settings.host,
-        port=settings.port,
-        threads=settings.http_threads,
-        ident="clock",
-        clear_untrusted_proxy_headers=True,
-    )
+    assert runtime.app is not None
+    server = create_http_server(runtime.app, settings)
     runtime.start()
     _install_signal_handlers()
     log.info(
@@ -111,6 +143,24 @@ def serve(settings: Settings) -> None:
     log.info("shutting down after %.0f s", time.monotonic() - started)
     server.close()
     runtime.stop()
+
+
+def log_authentication(settings: Settings) -> None:
+    """Say at start whether /v1 needs tokens; loudly when it does not. Never logs a token."""
+    if settings.token_table.enabled:
+        log.info(
+            "authentication on: %d bearer tokens",
+            len(settings.token_table),
+            extra={"action": "authentication_on"},
+        )
+        return
+    log.warning(
+        "AUTHENTICATION IS OFF: anyone who can reach %s:%d may read, change and cancel every "
+        "alarm; set CLOCK_TOKENS or CLOCK_TOKENS_FILE",
+        settings.host,
+        settings.port,
+        extra={"action": "authentication_off"},
+    )
 
 
 class _Shutdown(SystemExit):

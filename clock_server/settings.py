@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
+from clock_server.auth import TokenTable, load_tokens
 from clock_server.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///clock.db"
@@ -30,6 +31,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     http_threads: int = 16
+    web_processes: int = 1
     migrate_on_start: bool = True
     run_engine: bool = True
     preload_window_s: float = 10.0
@@ -38,6 +40,7 @@ class Settings:
     lease_s: float = 30.0
     claim_batch: int = 1_000
     ring_batch: int = 1_000
+    ring_lanes: int = 4
     publish_timeout_s: float = 10.0
     retry_base_s: float = 1.0
     retry_cap_s: float = 300.0
@@ -49,17 +52,25 @@ class Settings:
     shutdown_timeout_s: float = 10.0
     log_level: str = "INFO"
     instance_id: str = field(default_factory=_default_instance_id)
+    tokens: str = field(default="", repr=False)  # see clock_server/auth.py for the format
+    tokens_file: str = ""
+    allow_unauthenticated: bool = False
+    # parsed from tokens / tokens_file by __post_init__, once
+    token_table: TokenTable = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "token_table", load_tokens(self.tokens, self.tokens_file))
         positive = (
             "port",
             "http_threads",
+            "web_processes",
             "preload_window_s",
             "preload_interval_s",
             "heap_size",
             "lease_s",
             "claim_batch",
             "ring_batch",
+            "ring_lanes",
             "publish_timeout_s",
             "retry_base_s",
             "retry_cap_s",
@@ -99,6 +110,8 @@ class Settings:
         environ = os.environ if environ is None else environ
         values: dict[str, object] = {}
         for f in fields(cls):
+            if not f.init:
+                continue
             raw = environ.get(f"CLOCK_{f.name.upper()}")
             if raw is not None and raw != "":
                 values[f.name] = _parse(f.name, f.type, raw)
@@ -106,8 +119,9 @@ class Settings:
         return cls(**values)  # type: ignore[arg-type]
 
     def describe(self) -> dict[str, object]:
-        """The settings for the start-up log, with passwords in URLs masked."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        """The settings for the start-up log, with passwords in URLs and tokens masked."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        out["tokens"] = f"<{len(self.token_table)} tokens>" if self.tokens else ""
         out["database_url"] = mask_url(self.database_url)
         out["amqp_url"] = mask_url(self.amqp_url)
         return out

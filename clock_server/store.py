@@ -94,7 +94,9 @@ class AlarmStore:
                     result = conn.execute(self._insert_one, values)
             except exc.IntegrityError:
                 return self.get(new.application, new.business_id), False
-        return _alarm_from_values(result.inserted_primary_key[0], values), True
+        inserted = result.inserted_primary_key
+        assert inserted is not None
+        return _alarm_from_values(inserted[0], values), True
 
     def create_many(self, items: Sequence[NewAlarm], now_ms: int) -> list[tuple[Alarm, bool]]:
         """Insert many alarms in one transaction; keys that already exist are left unchanged.

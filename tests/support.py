@@ -158,7 +158,7 @@ class ServerProcess:
             try:
                 if requests.get(self.base_url + "/healthz", timeout=1).status_code == 200:
                     return self
-            except requests.ConnectionError:
+            except requests.RequestException:
                 pass
             time.sleep(0.05)
         raise RuntimeError(

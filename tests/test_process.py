@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,9 +123,14 @@ def assert_rang_on_time(cluster: Cluster, ids: list[int]) -> None:
     assert {by_id[i].status for i in ids} == {"rung"}
 
 
-def test_an_alarm_created_over_http_arrives_on_time(cluster: Cluster):
+@pytest.mark.parametrize("web_processes", ["1", "2"])
+def test_an_alarm_created_over_http_arrives_on_time(cluster: Cluster, web_processes: str):
     server = cluster.server(
-        "solo", CLOCK_PRELOAD_INTERVAL_S="5", CLOCK_PRELOAD_WINDOW_S="10", CLOCK_LEASE_S="30"
+        "solo",
+        CLOCK_PRELOAD_INTERVAL_S="5",
+        CLOCK_PRELOAD_WINDOW_S="10",
+        CLOCK_LEASE_S="30",
+        CLOCK_WEB_PROCESSES=web_processes,
     ).start()
     target = int(time.time() * 1000) + 300
     response = requests.post(
@@ -178,16 +184,29 @@ def test_a_killed_server_is_replaced_within_the_lease(cluster: Cluster):
     assert_rang_on_time(cluster, ids)
 
 
-def test_sigterm_hands_every_claim_back(cluster: Cluster):
-    server = cluster.server("leaving", CLOCK_PRELOAD_WINDOW_S="10", CLOCK_LEASE_S="30").start()
+@pytest.mark.parametrize("web_processes", ["1", "2"])
+def test_sigterm_hands_every_claim_back(cluster: Cluster, web_processes: str):
+    server = cluster.server(
+        "leaving",
+        CLOCK_PRELOAD_WINDOW_S="10",
+        CLOCK_LEASE_S="30",
+        CLOCK_WEB_PROCESSES=web_processes,
+    ).start()
     cluster.create_batch(server, 300, spread_ms=1_000, offset_ms=8_000)
     deadline = time.monotonic() + 5
     while sum(row.claimed_by == "leaving" for row in cluster.rows()) < 300:
         assert time.monotonic() < deadline, "the server did not claim the alarms"
         time.sleep(0.05)
+    assert server.process is not None
+    children = subprocess.run(
+        ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True
+    )
+    workers = [int(pid) for pid in children.stdout.split()]
+    assert len(workers) == (0 if web_processes == "1" else 2)
     started = time.monotonic()
     assert server.terminate(timeout_s=15) == 0
     assert time.monotonic() - started < 10
+    assert all(not Path(f"/proc/{pid}").exists() for pid in workers)  # none outlives the server
     rows = cluster.rows()
     assert all(row.claimed_by is None and row.next_try_time == row.target_ring_at for row in rows)
     assert all(row.status == "pending" for row in rows)

@@ -13,13 +13,14 @@ from werkzeug.routing import PathConverter
 from clock_server.errors import (
     ClockError,
     Conflict,
+    Forbidden,
     NotFound,
     PayloadTooLarge,
+    Unauthorized,
     Unavailable,
     ValidationError,
 )
 from clock_server.metrics import Metrics
-from clock_server.publishing import Publisher
 from clock_server.settings import Settings
 from clock_server.store import AlarmStore
 from clock_server.timesource import Clock
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 _STATUS_BY_ERROR: list[tuple[type[ClockError], int]] = [
     (PayloadTooLarge, 413),
     (ValidationError, 400),
+    (Unauthorized, 401),
+    (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
     (Unavailable, 503),
@@ -41,6 +44,12 @@ class DueNotifier(Protocol):
     def notify_due(self, due_ms: int) -> None: ...
 
 
+class HealthSource(Protocol):
+    """Where /healthz learns whether the broker is reachable."""
+
+    def is_healthy(self) -> bool: ...
+
+
 @dataclass
 class Services:
     """Everything a request handler uses; built once by the entry point."""
@@ -50,11 +59,12 @@ class Services:
     clock: Clock
     metrics: Metrics
     engine: DueNotifier | None = None  # None when this process runs no engine
-    publisher: Publisher | None = None
+    publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
 
 
 def create_app(services: Services) -> Flask:
     """A Flask app serving /v1, /healthz, /metrics and /openapi.json over `services`."""
+    from clock_server.api.auth import authenticate
     from clock_server.api.routes import api
 
     app = Flask("clock_server")
@@ -64,6 +74,7 @@ def create_app(services: Services) -> Flask:
     # alarm "/x", not be redirected (308, method kept) to the different alarm "x".
     app.url_map.merge_slashes = False
     app.url_map.converters["path"] = _AnyPath
+    app.before_request(authenticate)  # 401 for /v1 without a valid token, when tokens are set
     app.register_blueprint(api)
     app.register_error_handler(ClockError, _clock_error)
     app.register_error_handler(HTTPException, _http_error)
@@ -92,11 +103,14 @@ def status_for(error: ClockError) -> int:
     return 500
 
 
-def _clock_error(error: ClockError) -> tuple[Response, int]:
+def _clock_error(error: ClockError) -> tuple[Response, int, list[tuple[str, str]]]:
     status = status_for(error)
     if status >= 500:
         log.warning("request failed: %s", error.message, extra={"action": "request_unavailable"})
-    return jsonify(error_body(error)), status
+    headers = []
+    if isinstance(error, Unauthorized):
+        headers.append(("WWW-Authenticate", error.challenge))
+    return jsonify(error_body(error)), status, headers
 
 
 def _http_error(error: HTTPException) -> tuple[Response, int, list[tuple[str, str]]]:

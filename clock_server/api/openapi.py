@@ -64,11 +64,21 @@ _ERROR = {
     },
 }
 
+_HEALTH = {
+    "type": "object",
+    "required": ["status", "database", "broker"],
+    "properties": {
+        "status": {"type": "string", "enum": ["ok", "unavailable"]},
+        "database": {"type": "string", "enum": ["ok", "down"]},
+        "broker": {"type": "string", "enum": ["ok", "down", "disabled"]},
+    },
+}
+
 _BATCH_RESULT = {
     "type": "object",
     "required": ["status"],
     "properties": {
-        "status": {"type": "integer", "enum": [200, 201, 400, 413]},
+        "status": {"type": "integer", "enum": [200, 201, 400, 403, 413]},
         "alarm": {"$ref": "#/components/schemas/Alarm"},
         "error": _ERROR["properties"]["error"],  # type: ignore[index]
     },
@@ -86,12 +96,29 @@ def _ref(name: str) -> dict[str, Any]:
 def _errors(*codes: int) -> dict[str, Any]:
     reasons = {
         400: "invalid request",
+        401: "no valid bearer token (only when the server has tokens configured)",
+        403: "the token does not cover this application",
         404: "no such alarm",
         409: "the alarm is not pending",
         413: "body or payload over the limit",
         503: "database unavailable",
     }
-    return {str(code): {"description": reasons[code], **_json(_ref("Error"))} for code in codes}
+    responses = {
+        str(code): {"description": reasons[code], **_json(_ref("Error"))} for code in codes
+    }
+    if 401 in codes:
+        responses["401"]["headers"] = {
+            "WWW-Authenticate": {"required": True, "schema": {"type": "string"}}
+        }
+    return responses
+
+
+_SECURITY_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "Needed on every /v1 operation when the server is configured with tokens "
+    "(CLOCK_TOKENS or CLOCK_TOKENS_FILE); each token covers some applications or all of them.",
+}
 
 
 _KEY_PARAMS = [
@@ -109,13 +136,20 @@ _KEY_PARAMS = [
     },
 ]
 
+_NO_FILTER = {"const": "", "description": "empty: the same as leaving the parameter out"}
+
 _LIST_PARAMS = [
     {
         "name": "application",
         "in": "query",
-        "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+        "description": "only this application's alarms; needed with a token that is not admin",
+        "schema": {"anyOf": [{"type": "string", "pattern": APPLICATION_PATTERN}, _NO_FILTER]},
     },
-    {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(STATUSES)}},
+    {
+        "name": "status",
+        "in": "query",
+        "schema": {"anyOf": [{"type": "string", "enum": list(STATUSES)}, _NO_FILTER]},
+    },
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}},
     {"name": "cursor", "in": "query", "schema": {"type": "string"}},
 ]
@@ -125,12 +159,43 @@ def _alarm_ok(description: str) -> dict[str, Any]:
     return {"description": description, **_json(_ref("Alarm"))}
 
 
+def _only(given: str, absent: str) -> dict[str, Any]:
+    return {
+        "required": [given],
+        "properties": {given: {"type": "integer"}, absent: {"type": "null"}},
+    }
+
+
+def _create_schema() -> dict[str, Any]:
+    """CreateAlarm's model schema, plus the rule the model checks in code: one target only."""
+    schema = CreateAlarm.model_json_schema(ref_template=_REF)
+    schema["oneOf"] = [_only("target_ring_at", "delay_ms"), _only("delay_ms", "target_ring_at")]
+    return schema
+
+
+def _update_schema() -> dict[str, Any]:
+    """UpdateAlarm's model schema, plus what is checked in code: something to change, not
+    both targets, and null only for latest_ring_at (it removes the cutoff)."""
+    schema = UpdateAlarm.model_json_schema(ref_template=_REF)
+    for name in ("payload", "target_ring_at", "delay_ms"):
+        field = schema["properties"][name]
+        [value] = [branch for branch in field.pop("anyOf") if branch.get("type") != "null"]
+        field.pop("default", None)
+        field.update(value)
+    schema["minProperties"] = 1
+    schema["not"] = {"required": ["target_ring_at", "delay_ms"]}
+    return schema
+
+
 @functools.cache
 def openapi_document() -> dict[str, Any]:
     """The API as OpenAPI 3.1 (JSON Schema 2020-12 for bodies)."""
-    schemas: dict[str, Any] = {"Alarm": _ALARM, "Error": _ERROR}
-    for model in (CreateAlarm, UpdateAlarm):
-        schemas[model.__name__] = model.model_json_schema(ref_template=_REF)
+    schemas: dict[str, Any] = {
+        "Alarm": _ALARM,
+        "Error": _ERROR,
+        "CreateAlarm": _create_schema(),
+        "UpdateAlarm": _update_schema(),
+    }
     schemas["BatchCreate"] = {
         "type": "object",
         "required": ["alarms"],
@@ -146,7 +211,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {
                     "201": _alarm_ok("created"),
                     "200": _alarm_ok("already existed; the stored alarm, unchanged"),
-                    **_errors(400, 413, 503),
+                    **_errors(400, 401, 403, 413, 503),
                 },
             },
             "get": {
@@ -166,7 +231,7 @@ def openapi_document() -> dict[str, Any]:
                             }
                         ),
                     },
-                    **_errors(400, 503),
+                    **_errors(400, 401, 403, 503),
                 },
             },
         },
@@ -187,7 +252,7 @@ def openapi_document() -> dict[str, Any]:
                             }
                         ),
                     },
-                    **_errors(400, 413, 503),
+                    **_errors(400, 401, 413, 503),
                 },
             },
         },
@@ -195,24 +260,31 @@ def openapi_document() -> dict[str, Any]:
             "parameters": _KEY_PARAMS,
             "get": {
                 "summary": "Read an alarm",
-                "responses": {"200": _alarm_ok("the alarm"), **_errors(400, 404, 503)},
+                "responses": {"200": _alarm_ok("the alarm"), **_errors(400, 401, 403, 404, 503)},
             },
             "patch": {
                 "summary": "Move, re-cut or change the payload of a pending alarm",
                 "requestBody": {"required": True, **_json(_ref("UpdateAlarm"))},
-                "responses": {"200": _alarm_ok("changed"), **_errors(400, 404, 409, 413, 503)},
+                "responses": {
+                    "200": _alarm_ok("changed"),
+                    **_errors(400, 401, 403, 404, 409, 413, 503),
+                },
             },
             "delete": {
                 "summary": "Cancel an alarm; never rung after a 200",
-                "responses": {"200": _alarm_ok("cancelled"), **_errors(400, 404, 409, 503)},
+                "responses": {
+                    "200": _alarm_ok("cancelled"),
+                    **_errors(400, 401, 403, 404, 409, 503),
+                },
             },
         },
         "/healthz": {
             "get": {
                 "summary": "Database and broker reachability",
+                "security": [],  # open, also when tokens are configured
                 "responses": {
-                    "200": {"description": "healthy"},
-                    "503": {"description": "a part is down"},
+                    "200": {"description": "healthy", **_json(_HEALTH)},
+                    "503": {"description": "a part is down", **_json(_HEALTH)},
                 },
             }
         },
@@ -225,5 +297,6 @@ def openapi_document() -> dict[str, Any]:
             "description": "Alarms stored in a database and rung to RabbitMQ on time.",
         },
         "paths": paths,
-        "components": {"schemas": schemas},
+        "security": [{"bearer": []}],
+        "components": {"schemas": schemas, "securitySchemes": {"bearer": _SECURITY_SCHEME}},
     }

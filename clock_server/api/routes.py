@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from clock_server.api import validation
 from clock_server.api.app import Services, error_body, status_for
+from clock_server.api.auth import authorize, authorize_listing
 from clock_server.api.openapi import openapi_document
 from clock_server.errors import ClockError, Unavailable
+from clock_server.metrics import exposition
 from clock_server.model import Alarm
+from clock_server.settings import Settings
 
 api = Blueprint("api", __name__)
 
@@ -28,6 +31,7 @@ def create_alarm() -> tuple[Response, int]:
     data = _json_body(svc.settings.payload_max_bytes + _BODY_OVERHEAD)
     now_ms = svc.clock.now_ms()
     new = validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes)
+    authorize(new.application)
     alarm, created = svc.store.create(new, now_ms)
     if created:
         svc.metrics.created.inc()
@@ -38,15 +42,16 @@ def create_alarm() -> tuple[Response, int]:
 @api.post("/v1/alarms/batch")
 def create_alarms() -> tuple[Response, int]:
     svc = services()
-    limit = svc.settings.batch_max_items * (svc.settings.payload_max_bytes + 1_024)
-    data = _json_body(limit + _BODY_OVERHEAD)
+    data = _json_body(max_body_bytes(svc.settings))
     items = validation.batch_items(data, svc.settings.batch_max_items)
     now_ms = svc.clock.now_ms()
     results: list[dict[str, Any] | None] = []
     valid = []
     for item in items:
         try:
-            valid.append(validation.new_alarm(item, now_ms, svc.settings.payload_max_bytes))
+            new = validation.new_alarm(item, now_ms, svc.settings.payload_max_bytes)
+            authorize(new.application)  # an item of another application gets its own 403
+            valid.append(new)
             results.append(None)
         except ClockError as error:
             results.append({"status": status_for(error), **error_body(error)})
@@ -98,6 +103,7 @@ def list_alarms() -> Response:
     application, status, limit, after_id = validation.list_query(
         request.args.to_dict(), svc.settings.list_max_limit
     )
+    authorize_listing(application)
     alarms = svc.store.list(application, status, limit, after_id)
     cursor = validation.encode_cursor(alarms[-1].id) if len(alarms) == limit else None
     return jsonify({"alarms": [a.to_json() for a in alarms], "next_cursor": cursor})
@@ -121,12 +127,17 @@ def healthz() -> tuple[Response, int]:
 
 @api.get("/metrics")
 def metrics() -> Response:
-    return Response(generate_latest(services().metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+    return Response(exposition(services().metrics.registry), mimetype=CONTENT_TYPE_LATEST)
 
 
 @api.get("/openapi.json")
 def openapi() -> Response:
     return jsonify(openapi_document())
+
+
+def max_body_bytes(settings: Settings) -> int:
+    """The largest body any route takes (a full batch); the HTTP server refuses longer ones."""
+    return settings.batch_max_items * (settings.payload_max_bytes + 1_024) + _BODY_OVERHEAD
 
 
 def _json_body(max_bytes: int) -> dict[str, Any]:
@@ -135,8 +146,10 @@ def _json_body(max_bytes: int) -> dict[str, Any]:
 
 
 def _check_key(application: str, business_id: str) -> None:
+    """400 for a malformed key, then 403 for an application the token does not cover."""
     validation.check_application(application)
     validation.check_business_id(business_id)
+    authorize(application)
 
 
 def _notify(svc: Services, alarm: Alarm) -> None:

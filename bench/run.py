@@ -1,0 +1,134 @@
+"""Run the benchmark scenarios against a local MariaDB and RabbitMQ and write the results.
+
+    python -m bench.run                 # every scenario, 3 runs each (about 45 minutes)
+    python -m bench.run --quick         # smaller figures, 1 run each (about 8 minutes)
+    python -m bench.run --only steady,burst --runs 2
+
+Writes bench/results/<stamp>.json and .md and docs/perf/lateness.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import limits, report, scenarios
+from bench.stats import median_and_spread
+
+ROOT = Path(__file__).resolve().parent.parent
+FULL = {"steady_s": 60, "burst": 1_000_000, "scale_rows": 10_000_000, "create_s": 30,
+        "batch_alarms": 200_000, "peer_steady_s": 60, "peer_burst": 100_000}  # fmt: skip
+QUICK = {"steady_s": 20, "burst": 100_000, "scale_rows": 1_000_000, "create_s": 10,
+         "batch_alarms": 50_000, "peer_steady_s": 20, "peer_burst": 20_000}  # fmt: skip
+SCENARIOS = ("limits", "steady", "burst", "scale", "create", "mixed", "peers")
+
+
+def repeat(runs: int, label: str, once: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
+    results = []
+    for index in range(runs):
+        started = time.monotonic()
+        print(f"[bench] {label} run {index + 1}/{runs} ...", flush=True)
+        results.append(once())
+        print(
+            f"[bench] {label} run {index + 1} took {time.monotonic() - started:.0f} s", flush=True
+        )
+    return results
+
+
+def pick(results: list[dict[str, Any]], *path: str) -> dict[str, float]:
+    values = []
+    for result in results:
+        value: Any = result
+        for key in path:
+            value = value[key]
+        values.append(float(value))
+    return median_and_spread(values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--runs", type=int)
+    parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument("--web-processes", type=int, default=2)
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    runs = args.runs or (1 if args.quick else 3)
+    chosen = [name for name in args.only.split(",") if name]
+    workdir = Path(tempfile.mkdtemp(prefix="clock-bench-"))
+    server = {"web_processes": str(args.web_processes)}
+    raw: dict[str, Any] = {"sizes": sizes, "runs": runs, "server_settings": server}
+    if "limits" in chosen:
+        raw["limits"] = repeat(
+            runs, "limits", lambda: {**limits.mariadb_rates(), **limits.rabbitmq_rate()}
+        )
+    if "steady" in chosen:
+        for rate in (1_000, 5_000):
+            raw[f"steady_{rate}"] = repeat(runs, f"steady {rate}/s", lambda rate=rate: scenarios.steady(
+                workdir, rate, sizes["steady_s"], **server))  # fmt: skip
+    if "burst" in chosen:
+        raw["burst"] = repeat(
+            runs, "burst", lambda: scenarios.burst(workdir, sizes["burst"], **server)
+        )
+    if "scale" in chosen:
+        raw["scale"] = repeat(1, "scale", lambda: scenarios.steady(
+            workdir, 1_000, sizes["steady_s"], prepare=scenarios.fill_far_future(sizes["scale_rows"]),
+            **server))  # fmt: skip
+    if "create" in chosen:
+        raw["create"] = repeat(runs, "create", lambda: scenarios.create(
+            workdir, sizes["create_s"], sizes["batch_alarms"], **server))  # fmt: skip
+    if "mixed" in chosen:
+        raw["mixed"] = repeat(runs, "mixed", lambda: scenarios.steady(
+            workdir, 1_000, sizes["steady_s"], with_api_load=True, **server))  # fmt: skip
+    if "peers" in chosen:
+        raw["peers"] = run_peers(sizes)
+    summary = summarize(raw)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    json_path, md_path = report.write(summary, ROOT / "bench" / "results", stamp)
+    plot = ROOT / "docs" / "perf" / "lateness.png"
+    plot.parent.mkdir(parents=True, exist_ok=True)
+    report.plot_lateness(summary["lateness_samples"], plot)
+    print(md_path.read_text())
+    print(f"[bench] wrote {json_path}, {md_path} and {plot}")
+
+
+def run_peers(sizes: dict[str, int]) -> dict[str, Any]:
+    from bench.peers import apscheduler3, celery_eta
+
+    out: dict[str, Any] = {}
+    for name, module in (("celery", celery_eta), ("apscheduler3", apscheduler3)):
+        print(f"[bench] peer {name} ...", flush=True)
+        out[name] = {
+            "steady": module.run_steady(1_000, sizes["peer_steady_s"]),
+            "burst": module.run_burst(sizes["peer_burst"]),
+        }
+    return out
+
+
+def summarize(raw: dict[str, Any]) -> dict[str, Any]:
+    from bench.targets import rows_for
+
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.system()} {platform.release()}",
+        "runs": raw["runs"],
+        "rows": rows_for(raw, pick),
+        "lateness_samples": raw.pop("_samples", {}),
+        "raw": raw,
+    }
+
+
+if __name__ == "__main__":
+    main()
+
+__all__ = ["main", "statistics"]

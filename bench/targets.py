@@ -1,0 +1,224 @@
+"""The targets the benchmark is judged by, and the table rows comparing them with results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bench.report import spread
+
+Pick = Callable[..., dict[str, float]]
+
+
+def _row(figure: str, cell: dict[str, float] | None, target: str, ok: Callable[[float], bool] | None,
+         digits: int = 1) -> dict[str, Any]:  # fmt: skip
+    met = None if cell is None or ok is None else ok(cell["median"])
+    return {"figure": figure, "measured": spread(cell, digits), "target": target, "met": met,
+            "cell": cell}  # fmt: skip
+
+
+def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    samples = raw.setdefault("_samples", {})
+    for key, label in (("steady_1000", "steady 1,000/s"), ("steady_5000", "steady 5,000/s")):
+        if key in raw:
+            runs = raw[key]
+            samples[label] = runs[0]["received_sample"]
+            lat = ("received_lateness_ms",)
+            rows += [
+                _row(f"{label}: lateness p50 (ms)", pick(runs, *lat, "p50"), "<= 2" if key == "steady_1000" else "-",
+                     (lambda v: v <= 2) if key == "steady_1000" else None, 0),
+                _row(f"{label}: lateness p99 (ms)", pick(runs, *lat, "p99"),
+                     "<= 5" if key == "steady_1000" else "<= 25",
+                     (lambda v: v <= 5) if key == "steady_1000" else (lambda v: v <= 25), 0),
+                _row(f"{label}: lateness p99.9 (ms)", pick(runs, *lat, "p999"), "-", None, 0),
+                _row(f"{label}: lateness max (ms)", pick(runs, *lat, "max"),
+                     "<= 50" if key == "steady_1000" else "-",
+                     (lambda v: v <= 50) if key == "steady_1000" else None, 0),
+                _row(f"{label}: published lateness p99 (server's rung_at, ms)",
+                     pick(runs, "published_lateness_ms", "p99"), "-", None, 0),
+                _row(f"{label}: early rings", pick(runs, "early"), "0", lambda v: v == 0, 0),
+                _row(f"{label}: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0),
+            ]  # fmt: skip
+    publish_rate = (
+        pick(raw["limits"], "rabbitmq_pipelined_publishes_per_s") if "limits" in raw else None
+    )
+    if "burst" in raw:
+        runs = raw["burst"]
+        rate = pick(runs, "ring_rate_per_s")
+        rows.append(
+            _row(
+                f"burst of {runs[0]['count']:,}: time to ring all (s)",
+                pick(runs, "ring_drain_s"),
+                "-",
+                None,
+            )
+        )
+        rows.append(_row("burst: rings per second", rate, "-", None, 0))
+        if publish_rate:
+            fraction = {k: (v / publish_rate["median"] if k in ("median", "min", "max") else v)
+                        for k, v in rate.items()}  # fmt: skip
+            rows.append(_row("burst: ring rate / pipelined publish rate (same run)", fraction,
+                             ">= 0.80", lambda v: v >= 0.8, 2))  # fmt: skip
+        rows.append(_row("burst: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0))
+    if "scale" in raw and "steady_1000" in raw:
+        scale, empty = (
+            raw["scale"],
+            pick(raw["steady_1000"], "received_lateness_ms", "p99")["median"],
+        )
+        samples[f"1,000/s beside {scale[0]['prepared']['pending_rows']:,} pending"] = scale[0][
+            "received_sample"
+        ]
+        p99 = pick(scale, "received_lateness_ms", "p99")
+        rows.append(
+            _row(
+                f"scale: p99 lateness with {scale[0]['prepared']['pending_rows']:,} pending (ms)",
+                p99,
+                f"<= 1.2 x empty ({empty:.0f})",
+                lambda v: v <= max(1.2 * empty, empty + 1),
+                0,
+            )
+        )
+        rows.append(
+            _row(
+                "scale: server RSS (MB)",
+                pick(scale, "peak_rss_mb"),
+                "<= 250",
+                lambda v: v <= 250,
+                0,
+            )
+        )
+    if "create" in raw:
+        runs = raw["create"]
+        rows.append(
+            _row(
+                "single create: requests/s (wrk, 64 connections)",
+                pick(runs, "single", "requests_per_s"),
+                ">= 3,000",
+                lambda v: v >= 3_000,
+                0,
+            )
+        )
+        rows.append(
+            _row(
+                "single create: p99 latency (ms)",
+                pick(runs, "single", "p99_ms"),
+                "<= 20",
+                lambda v: v <= 20,
+            )
+        )
+        rows.append(
+            _row(
+                "batch create: alarms/s (1,000 per request)",
+                pick(runs, "batch", "alarms_per_s"),
+                ">= 25,000",
+                lambda v: v >= 25_000,
+                0,
+            )
+        )
+    if "mixed" in raw:
+        runs = raw["mixed"]
+        samples["1,000/s under full API load"] = runs[0]["received_sample"]
+        rows.append(
+            _row(
+                "mixed: p99 lateness at 1,000/s under full API load (ms)",
+                pick(runs, "received_lateness_ms", "p99"),
+                "<= 10",
+                lambda v: v <= 10,
+                0,
+            )
+        )
+        rows.append(
+            _row(
+                "mixed: API requests/s meanwhile",
+                pick(runs, "api_load", "requests_per_s"),
+                "-",
+                None,
+                0,
+            )
+        )
+    if "peers" in raw:
+        rows += _peer_rows(raw, pick)
+    if "limits" in raw:
+        rows.append(
+            _row(
+                "limit: MariaDB batched INSERT rows/s",
+                pick(raw["limits"], "mariadb_insert_rows_per_s"),
+                "-",
+                None,
+                0,
+            )
+        )
+        rows.append(
+            _row(
+                "limit: MariaDB batched UPDATE rows/s",
+                pick(raw["limits"], "mariadb_update_rows_per_s"),
+                "-",
+                None,
+                0,
+            )
+        )
+        rows.append(
+            _row(
+                "limit: RabbitMQ persistent publishes/s, pipelined confirms",
+                publish_rate,
+                "-",
+                None,
+                0,
+            )
+        )
+    return rows
+
+
+def _peer_rows(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
+    peers = raw["peers"]
+    rows = []
+    ours_p99 = (
+        pick(raw["steady_1000"], "received_lateness_ms", "p99")["median"]
+        if "steady_1000" in raw
+        else None
+    )
+    ours_rate = pick(raw["burst"], "ring_rate_per_s")["median"] if "burst" in raw else None
+    for name, result in peers.items():
+        steady, burst = result["steady"], result["burst"]
+        p99 = _dig(steady, "p99")
+        rate = _dig(burst, "rings_per_s") or _dig(burst, "rate_per_s")
+        rows.append(_row(f"{name}: steady 1,000/s lateness p99 (ms)", _one(p99), "-", None, 0))
+        rows.append(_row(f"{name}: burst rings/s", _one(rate), "-", None, 0))
+        if name == "celery" and ours_p99 is not None and p99:
+            rows.append(
+                _row(
+                    "clock p99 / Celery ETA p99",
+                    _one(ours_p99 / p99),
+                    "<= 0.10",
+                    lambda v: v <= 0.1,
+                    3,
+                )
+            )
+        if name == "apscheduler3" and ours_rate is not None and rate:
+            rows.append(
+                _row(
+                    "clock ring rate / APScheduler 3 rate",
+                    _one(ours_rate / rate),
+                    ">= 10",
+                    lambda v: v >= 10,
+                    1,
+                )
+            )
+    return rows
+
+
+def _one(value: float | None) -> dict[str, float] | None:
+    return None if value is None else {"median": value, "min": value, "max": value, "runs": 1}
+
+
+def _dig(result: dict[str, Any], key: str) -> float | None:
+    """Find `key` anywhere in a peer's result dict (their shapes differ a little)."""
+    if key in result and isinstance(result[key], (int, float)):
+        return float(result[key])
+    for value in result.values():
+        if isinstance(value, dict):
+            found = _dig(value, key)
+            if found is not None:
+                return found
+    return None

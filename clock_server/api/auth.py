@@ -1,0 +1,87 @@
+"""Bearer-token checks for /v1: who is calling (before each request), and for which application.
+
+With no token configured every request passes. Otherwise every /v1 request needs
+``Authorization: Bearer <token>`` (401 without a valid one), and each route asks
+`authorize(application)` before it touches an alarm (403 for an application the token does
+not cover). /healthz, /metrics and /openapi.json stay open. Tokens are never logged: only
+the grant's label (where the token was configured) is.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import current_app, g, request
+
+from clock_server.auth import Grant
+from clock_server.errors import Forbidden, Unauthorized
+
+log = logging.getLogger(__name__)
+
+_INVALID_TOKEN = 'Bearer realm="clock", error="invalid_token"'
+
+
+def authenticate() -> None:
+    """Flask before_request hook: find the caller's grant or raise Unauthorized."""
+    table = current_app.extensions["clock"].settings.token_table
+    if not table.enabled or not (request.path == "/v1" or request.path.startswith("/v1/")):
+        return
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if not header:
+        raise Unauthorized("this request needs an 'Authorization: Bearer <token>' header")
+    if scheme.lower() != "bearer" or not token:
+        _rejected("not a bearer token")
+        raise Unauthorized(
+            "the Authorization header must be 'Bearer <token>'", challenge=_INVALID_TOKEN
+        )
+    grant = table.lookup(token)
+    if grant is None:
+        _rejected("unknown token")
+        raise Unauthorized("the bearer token is not valid", challenge=_INVALID_TOKEN)
+    g.clock_grant = grant
+
+
+def current_grant() -> Grant | None:
+    """The grant of this request's token; None when authentication is off."""
+    grant: Grant | None = g.get("clock_grant")
+    return grant
+
+
+def authorize(application: str) -> None:
+    """Raise Forbidden unless this request's token covers `application`."""
+    grant = current_grant()
+    if grant is not None and not grant.allows(application):
+        log.debug(
+            "forbidden: %s may not use application %r",
+            grant.label,
+            application,
+            extra={"action": "request_forbidden"},
+        )
+        raise Forbidden(f"this token may not use application {application!r}", field="application")
+
+
+def authorize_listing(application: str | None) -> None:
+    """Listing every application needs an admin token; others must name one of theirs."""
+    grant = current_grant()
+    if grant is None:
+        return
+    if application is None:
+        if not grant.is_admin:
+            raise Forbidden(
+                "this token may list only its own applications: give application=",
+                field="application",
+            )
+        return
+    authorize(application)
+
+
+def _rejected(reason: str) -> None:
+    log.info(
+        "unauthorized %s %r: %s",
+        request.method,
+        request.path,
+        reason,
+        extra={"action": "request_unauthorized"},
+    )

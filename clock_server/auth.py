@@ -1,0 +1,166 @@
+"""Bearer tokens and the applications each may use: parsed once at start, then only looked up.
+
+One grammar serves both settings. ``CLOCK_TOKENS`` holds entries separated by ``;``, and
+``CLOCK_TOKENS_FILE`` names a text file with one entry per line (blank lines and lines
+starting with ``#`` are skipped)::
+
+    <token>=<application>[,<application>...]     the token may use these applications
+    <token>=*                                    the token may use every application (admin)
+
+A token is 16 to 256 characters of ``A-Z a-z 0-9 - . _ ~ + /`` with optional trailing ``=``
+(RFC 6750's b64token), so ``secrets.token_urlsafe(32)`` makes a good one. Error messages
+name the setting and the entry, never the token. Pure logic: no Flask, no I/O but reading
+the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clock_server.errors import ConfigError
+
+ALL_APPLICATIONS = "*"
+MIN_TOKEN_CHARS = 16
+_TOKEN_RE = re.compile(rf"[A-Za-z0-9._~+/-]{{{MIN_TOKEN_CHARS},256}}=*")
+_APPLICATION_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")  # as the API's application rule
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one token may do. `label` says where it was configured and is safe to log."""
+
+    label: str
+    applications: frozenset[str] | None  # None: every application
+
+    @property
+    def is_admin(self) -> bool:
+        return self.applications is None
+
+    def allows(self, application: str) -> bool:
+        return self.applications is None or application in self.applications
+
+
+@dataclass(frozen=True)
+class TokenTable:
+    """The configured tokens, kept only as SHA-256 digests; empty means authentication is off."""
+
+    _entries: tuple[tuple[bytes, Grant], ...] = field(default=(), repr=False)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, token: str) -> Grant | None:
+        """The grant of `token`, or None. Compares with every token, in constant time each."""
+        presented = _digest(token)
+        found: Grant | None = None
+        for digest, grant in self._entries:  # no early exit: the time does not tell which
+            if hmac.compare_digest(presented, digest):
+                found = grant
+        return found
+
+
+def load_tokens(inline: str, path: str) -> TokenTable:
+    """The table from CLOCK_TOKENS (`inline`) or CLOCK_TOKENS_FILE (`path`); both empty: off."""
+    if inline and path:
+        raise ConfigError("give CLOCK_TOKENS or CLOCK_TOKENS_FILE, not both", field="tokens")
+    if inline:
+        return parse_tokens(inline, "CLOCK_TOKENS")
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(
+                f"CLOCK_TOKENS_FILE={path!r} cannot be read: {error}", field="tokens_file"
+            ) from None
+        return parse_tokens(text, "CLOCK_TOKENS_FILE")
+    return TokenTable()
+
+
+def parse_tokens(text: str, setting: str) -> TokenTable:
+    """Parse `text` in the grammar above; `setting` names the variable in error messages.
+
+    CLOCK_TOKENS separates entries with ";", the file with line breaks (and allows comments).
+    """
+    in_file = setting == "CLOCK_TOKENS_FILE"
+    field_name = setting.removeprefix("CLOCK_").lower()
+    where = "line" if in_file else "entry"
+    raw_entries = text.splitlines() if in_file else text.split(";")
+    entries: list[tuple[bytes, Grant]] = []
+    for number, raw in enumerate(raw_entries, start=1):
+        entry = raw.strip()
+        if not entry or (in_file and entry.startswith("#")):
+            continue
+        label = f"{setting} {where} {number}"
+        digest, grant = _parse_entry(entry, label, field_name)
+        if any(hmac.compare_digest(digest, seen) for seen, _ in entries):
+            raise ConfigError(f"{label}: this token is already configured", field=field_name)
+        entries.append((digest, grant))
+    if not entries:
+        raise ConfigError(
+            f"{setting} is set but holds no token; format: <token>=<app>[,<app>...] or <token>=*",
+            field=field_name,
+        )
+    return TokenTable(tuple(entries))
+
+
+def _parse_entry(entry: str, label: str, field_name: str) -> tuple[bytes, Grant]:
+    token, sep, apps = entry.rpartition("=")  # applications never hold "=", tokens may end in it
+    token, apps = token.strip(), apps.strip()
+    if not sep or not token:
+        raise ConfigError(
+            f"{label}: expected <token>=<app>[,<app>...] or <token>=*", field=field_name
+        )
+    if not _TOKEN_RE.fullmatch(token):
+        raise ConfigError(
+            f"{label}: a token must be {MIN_TOKEN_CHARS} to 256 characters of A-Z, a-z, 0-9, "
+            "'-', '.', '_', '~', '+', '/' (optionally ending in '=')",
+            field=field_name,
+        )
+    if apps == ALL_APPLICATIONS:
+        return _digest(token), Grant(label, None)
+    names = [name.strip() for name in apps.split(",")]
+    for name in names:
+        if name == ALL_APPLICATIONS:
+            raise ConfigError(f"{label}: '*' must stand alone", field=field_name)
+        if not _APPLICATION_RE.fullmatch(name):
+            raise ConfigError(
+                f"{label}: {name!r} is not an application name (1 to 64 characters of A-Z, "
+                "a-z, 0-9, '.', '_' or '-')",
+                field=field_name,
+            )
+    return _digest(token), Grant(label, frozenset(names))
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding to `host` keeps the server reachable from this machine only."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, tokens: TokenTable, allow_unauthenticated: bool) -> None:
+    """Refuse to serve without tokens on anything but loopback, unless explicitly allowed."""
+    if tokens.enabled or allow_unauthenticated or is_loopback(host):
+        return
+    raise ConfigError(
+        f"CLOCK_HOST={host!r} would expose the API without authentication: configure tokens "
+        "(CLOCK_TOKENS or CLOCK_TOKENS_FILE), bind to 127.0.0.1, or set "
+        "CLOCK_ALLOW_UNAUTHENTICATED=true if something in front of clock authenticates",
+        field="host",
+    )

@@ -1,0 +1,555 @@
+"""Bearer tokens: parsing the settings, looking tokens up, and what /v1 answers with them.
+
+The API tests run on SQLite and on MariaDB through the `store` fixture (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from werkzeug.serving import make_server
+
+from clock_client import ClockClient, Forbidden, Unauthorized
+from clock_server import auth, cli
+from clock_server.api import Services, create_app
+from clock_server.auth import Grant, TokenTable, check_exposure, load_tokens, parse_tokens
+from clock_server.errors import ConfigError
+from clock_server.metrics import Metrics
+from clock_server.server import log_authentication, serve
+from clock_server.settings import Settings
+from clock_server.store import AlarmStore
+from clock_server.testing import InMemoryPublisher, SettableClock
+from tests.support import ServerProcess
+from tests.test_api import MINUTE, NOW, OpenApiChecker, assert_error, body, rows
+
+ORDERS = "orders-token-0123456789"  # orders and billing
+OTHER = "other-token-0123456789ab"  # other
+ADMIN = "admin-token-0123456789abc="  # every application
+TOKENS = f"{ORDERS}=orders,billing; {OTHER}=other ;{ADMIN}=*"
+SECRETS = (ORDERS, OTHER, ADMIN, ORDERS.upper(), "wrong-token-0123456789")
+ONE = "/v1/alarms/{application}/{business_id}"
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+
+def test_inline_tokens_give_each_its_applications() -> None:
+    table = parse_tokens(TOKENS, "CLOCK_TOKENS")
+    assert table.enabled and len(table) == 3
+    assert table.lookup(ORDERS) == Grant("CLOCK_TOKENS entry 1", frozenset({"orders", "billing"}))
+    assert table.lookup(OTHER) == Grant("CLOCK_TOKENS entry 2", frozenset({"other"}))
+    admin = table.lookup(ADMIN)
+    assert admin is not None and admin.is_admin and admin.allows("anything")
+    orders = table.lookup(ORDERS)
+    assert orders is not None and not orders.is_admin
+    assert orders.allows("orders") and orders.allows("billing")
+    assert not orders.allows("other") and not orders.allows("Orders") and not orders.allows("*")
+
+
+@pytest.mark.parametrize(
+    "presented",
+    ["", " ", ORDERS[:-1], ORDERS + "x", ORDERS.upper(), " " + ORDERS, ADMIN[:-1], "*", "orders"],
+)
+def test_only_the_exact_token_is_found(presented: str) -> None:
+    assert parse_tokens(TOKENS, "CLOCK_TOKENS").lookup(presented) is None
+
+
+def test_lookup_compares_with_every_token_whichever_matches(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    table = parse_tokens(TOKENS, "CLOCK_TOKENS")
+    calls: list[tuple[bytes, bytes]] = []
+    real = auth.hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        calls.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", counting)
+    for token in (ORDERS, ADMIN, "unknown-token-0123456789"):
+        calls.clear()
+        table.lookup(token)
+        assert len(calls) == len(table)  # no early exit on the first match
+        assert all(len(a) == len(b) == 32 for a, b in calls)  # digests: lengths do not leak
+
+
+def test_the_table_keeps_digests_not_tokens() -> None:
+    table = parse_tokens(TOKENS, "CLOCK_TOKENS")
+    for secret in SECRETS:
+        assert secret not in repr(table)
+        assert secret.encode() not in b"".join(digest for digest, _ in table._entries)
+
+
+def test_tokens_file_one_per_line_with_comments(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(
+        f"# clock tokens\n\n{ORDERS} = orders , billing\n   # ops\n{ADMIN}=*\r\n{OTHER}=other"
+    )
+    table = load_tokens("", str(path))
+    assert len(table) == 3
+    assert table.lookup(ORDERS) == Grant(
+        "CLOCK_TOKENS_FILE line 3", frozenset({"orders", "billing"})
+    )
+    assert table.lookup(ADMIN) == Grant("CLOCK_TOKENS_FILE line 5", None)
+    assert table.lookup(OTHER) == Grant("CLOCK_TOKENS_FILE line 6", frozenset({"other"}))
+
+
+def test_no_tokens_means_authentication_off() -> None:
+    assert not load_tokens("", "").enabled
+    assert not Settings().token_table.enabled
+    assert TokenTable().lookup("") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("orders", "expected <token>=<app>"),
+        ("=orders", "expected <token>=<app>"),
+        ("short-token=orders", "16 to 256 characters"),
+        ("x" * 257 + "=orders", "16 to 256 characters"),
+        ("has a space-0123456789=orders", "16 to 256 characters"),
+        ("semi-colon-in-a-token-0123:x=orders", "16 to 256 characters"),
+        ("non-ascii-tøken-0123456789=orders", "16 to 256 characters"),
+        ("good-token-0123456789=", "is not an application name"),
+        ("good-token-0123456789=orders,", "is not an application name"),
+        ("good-token-0123456789=bad app", "is not an application name"),
+        ("good-token-0123456789=" + "a" * 65, "is not an application name"),
+        ("good-token-0123456789=*,orders", "'*' must stand alone"),
+        ("good-token-0123456789=orders;good-token-0123456789=*", "already configured"),
+        (";", "holds no token"),
+        (" ; ;", "holds no token"),
+    ],
+)
+def test_bad_inline_tokens_are_config_errors_naming_the_setting(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings(tokens=text)
+    assert caught.value.field == "tokens"
+    assert caught.value.message.startswith("CLOCK_TOKENS")
+    assert message in caught.value.message
+    for secret in ("good-token-0123456789", "has a space-0123456789", "short-token"):
+        assert secret not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "holds no token"),
+        (b"# only a comment\n\n", "holds no token"),
+        (b"good-token-0123456789=orders\nbroken line\n", "line 2"),
+        (b"good-token-0123456789;other=orders\n", "16 to 256 characters"),
+        (b"\xff\xfe not utf-8", "cannot be read"),
+    ],
+)
+def test_bad_tokens_file_is_a_config_error(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "tokens"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"CLOCK_TOKENS_FILE": str(path)})
+    assert caught.value.field == "tokens_file"
+    assert caught.value.message.startswith("CLOCK_TOKENS_FILE")
+    assert message in caught.value.message
+    assert "good-token" not in caught.value.message
+
+
+def test_missing_tokens_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"CLOCK_TOKENS_FILE=.*cannot be read") as caught:
+        Settings.from_env({"CLOCK_TOKENS_FILE": str(tmp_path / "absent")})
+    assert caught.value.field == "tokens_file"
+
+
+def test_both_token_settings_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(f"{ADMIN}=*\n")
+    with pytest.raises(ConfigError, match="not both"):
+        Settings.from_env({"CLOCK_TOKENS": f"{ORDERS}=orders", "CLOCK_TOKENS_FILE": str(path)})
+
+
+def test_settings_from_env_parse_tokens_once_and_never_show_them() -> None:
+    settings = Settings.from_env({"CLOCK_TOKENS": TOKENS, "CLOCK_ALLOW_UNAUTHENTICATED": "yes"})
+    assert settings.allow_unauthenticated is True
+    assert len(settings.token_table) == 3
+    assert settings.token_table.lookup(OTHER) is not None
+    shown = repr(settings) + str(settings.describe())
+    assert "<3 tokens>" in shown
+    for secret in SECRETS:
+        assert secret not in shown
+
+
+# --- where the server may listen without tokens ----------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"])
+def test_loopback_without_tokens_is_allowed(host: str) -> None:
+    check_exposure(host, TokenTable(), allow_unauthenticated=False)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "", "::", "10.0.0.5", "clock.example.com"])
+def test_other_hosts_without_tokens_refuse_to_start(host: str) -> None:
+    with pytest.raises(ConfigError, match="without authentication") as caught:
+        check_exposure(host, TokenTable(), allow_unauthenticated=False)
+    assert caught.value.field == "host"
+    assert "CLOCK_ALLOW_UNAUTHENTICATED" in caught.value.message
+    check_exposure(host, TokenTable(), allow_unauthenticated=True)
+    check_exposure(host, parse_tokens(TOKENS, "CLOCK_TOKENS"), allow_unauthenticated=False)
+
+
+def test_serve_refuses_a_public_host_without_tokens_before_anything_starts() -> None:
+    settings = Settings(host="0.0.0.0", database_url="sqlite:////nonexistent/dir/clock.db")
+    with pytest.raises(ConfigError, match=re.escape("CLOCK_HOST='0.0.0.0'")):
+        serve(settings)
+
+
+def test_cli_exits_2_with_the_message(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    for name in ("CLOCK_TOKENS", "CLOCK_TOKENS_FILE", "CLOCK_ALLOW_UNAUTHENTICATED"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOCK_HOST", "0.0.0.0")
+    monkeypatch.setenv("CLOCK_DATABASE_URL", "sqlite:////nonexistent/dir/clock.db")
+    assert cli.main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "bad configuration" in err and "CLOCK_HOST='0.0.0.0'" in err
+    monkeypatch.setenv("CLOCK_TOKENS", "short=orders")
+    assert cli.main(["serve"]) == 2
+    assert "CLOCK_TOKENS entry 1" in capsys.readouterr().err
+
+
+def test_start_warns_loudly_when_authentication_is_off(caplog) -> None:  # type: ignore[no-untyped-def]
+    with caplog.at_level(logging.INFO, logger="clock_server.server"):
+        log_authentication(Settings())
+        log_authentication(Settings(tokens=TOKENS))
+    off, on = caplog.records
+    assert off.levelno == logging.WARNING and "AUTHENTICATION IS OFF" in off.getMessage()
+    assert on.levelno == logging.INFO and "3 bearer tokens" in on.getMessage()
+    assert not any(secret in caplog.text for secret in SECRETS)
+
+
+# --- the API with tokens -------------------------------------------------------------------
+
+
+class AuthApi:
+    def __init__(self, store: AlarmStore, clock: SettableClock) -> None:
+        settings = Settings(payload_max_bytes=1024, batch_max_items=50, tokens=TOKENS)
+        services = Services(settings, store, clock, Metrics(), publisher=InMemoryPublisher())
+        self.app = create_app(services)
+        self.client = self.app.test_client()
+        self.store = store
+        self.clock = clock
+
+    def open(self, method: str, url: str, token: str | None = None, **kwargs: Any) -> Any:
+        headers = bearer(token) if token is not None else {}
+        return self.client.open(url, method=method, headers=headers, **kwargs)
+
+    def create(self, application: str, business_id: str = "b1") -> dict[str, Any]:
+        data = body(application=application, business_id=business_id)
+        response = self.open("POST", "/v1/alarms", ADMIN, json=data)
+        assert response.status_code == 201, response.get_data(as_text=True)
+        return response.get_json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def auth_api(store: AlarmStore, fake_clock: SettableClock) -> AuthApi:
+    return AuthApi(store, fake_clock)
+
+
+# Every /v1 route, with a body where it takes one, aimed at application "other".
+V1_REQUESTS = [
+    ("POST", "/v1/alarms", body(application="other")),
+    ("POST", "/v1/alarms/batch", {"alarms": [body(application="other")]}),
+    ("GET", "/v1/alarms", None),
+    ("GET", "/v1/alarms?application=other", None),
+    ("GET", "/v1/alarms/other/b1", None),
+    ("PATCH", "/v1/alarms/other/b1", {"payload": "changed"}),
+    ("DELETE", "/v1/alarms/other/b1", None),
+    ("GET", "/v1/alarms/other/missing", None),
+    ("GET", "/v1/nope", None),
+]
+
+
+@pytest.mark.parametrize(("method", "url", "data"), V1_REQUESTS)
+@pytest.mark.parametrize(
+    ("header", "error"),
+    [
+        (None, None),
+        ("", None),
+        (f"Basic {ORDERS}", "invalid_token"),
+        ("Bearer", "invalid_token"),
+        ("Bearer ", "invalid_token"),
+        (ORDERS, "invalid_token"),
+        (f"Token {ADMIN}", "invalid_token"),
+        ("Bearer wrong-token-0123456789", "invalid_token"),
+        (f"Bearer {ADMIN[:-1]}", "invalid_token"),
+        (f"Bearer {ADMIN} {ADMIN}", "invalid_token"),
+        (f"Bearer {ORDERS.upper()}", "invalid_token"),
+    ],
+)
+def test_v1_without_a_valid_token_is_401(
+    auth_api: AuthApi, method: str, url: str, data: Any, header: str | None, error: str | None
+) -> None:
+    auth_api.create("other")
+    before = rows(auth_api)
+    headers = {} if header is None else {"Authorization": header}
+    response = auth_api.client.open(url, method=method, headers=headers, json=data)
+    assert_error(response, 401, "unauthorized", None)
+    challenge = response.headers["WWW-Authenticate"]
+    assert challenge.startswith("Bearer ") and 'realm="clock"' in challenge
+    assert ('error="invalid_token"' in challenge) == (error is not None)
+    assert rows(auth_api) == before
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+def test_the_scheme_is_case_insensitive(auth_api: AuthApi, scheme: str) -> None:
+    response = auth_api.client.get("/v1/alarms", headers={"Authorization": f"{scheme}  {ADMIN} "})
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("url", ["/healthz", "/metrics", "/openapi.json"])
+def test_open_endpoints_need_no_token(auth_api: AuthApi, url: str) -> None:
+    assert auth_api.client.get(url).status_code == 200
+    assert auth_api.client.get(url, headers={"Authorization": "Bearer wrong"}).status_code == 200
+
+
+@pytest.mark.parametrize(("method", "url", "data"), V1_REQUESTS[:-2])
+def test_an_application_the_token_does_not_cover_is_403(
+    auth_api: AuthApi, method: str, url: str, data: Any
+) -> None:
+    auth_api.create("other")
+    before = rows(auth_api)
+    response = auth_api.open(method, url, ORDERS, json=data)
+    if url.endswith("batch"):
+        assert response.status_code == 200
+        [result] = response.get_json()["results"]
+        assert result["status"] == 403
+        assert result["error"]["code"] == "forbidden"
+        assert result["error"]["field"] == "application"
+    else:
+        assert_error(response, 403, "forbidden", "application")
+    assert rows(auth_api) == before
+
+
+def test_forbidden_does_not_tell_whether_the_alarm_exists(auth_api: AuthApi) -> None:
+    auth_api.create("other", "exists")
+    for business_id in ("exists", "missing"):
+        for method in ("GET", "PATCH", "DELETE"):
+            response = auth_api.open(
+                method, f"/v1/alarms/other/{business_id}", ORDERS, json={"payload": "x"}
+            )
+            assert_error(response, 403, "forbidden")
+
+
+def test_listing_needs_an_application_of_the_token_unless_admin(auth_api: AuthApi) -> None:
+    for application in ("orders", "billing", "other"):
+        auth_api.create(application)
+    error = assert_error(auth_api.open("GET", "/v1/alarms", ORDERS), 403, "forbidden")
+    assert "application=" in error["message"]
+    page = auth_api.open("GET", "/v1/alarms?application=billing&status=pending", ORDERS)
+    assert [a["application"] for a in page.get_json()["alarms"]] == ["billing"]
+    page = auth_api.open("GET", "/v1/alarms?application=other", OTHER)
+    assert [a["application"] for a in page.get_json()["alarms"]] == ["other"]
+    page = auth_api.open("GET", "/v1/alarms", ADMIN)
+    assert sorted(a["application"] for a in page.get_json()["alarms"]) == [
+        "billing",
+        "orders",
+        "other",
+    ]
+    # malformed queries are still 400 for everyone
+    assert_error(auth_api.open("GET", "/v1/alarms?limit=0", ORDERS), 400, "validation_error")
+
+
+def test_a_token_works_on_its_own_applications(auth_api: AuthApi) -> None:
+    c = auth_api
+    created = c.open("POST", "/v1/alarms", ORDERS, json=body(application="orders"))
+    assert created.status_code == 201
+    assert c.open("POST", "/v1/alarms", ORDERS, json=body(application="orders")).status_code == 200
+    assert c.open("GET", "/v1/alarms/orders/order-1", ORDERS).get_json() == created.get_json()
+    patched = c.open("PATCH", "/v1/alarms/orders/order-1", ORDERS, json={"delay_ms": MINUTE})
+    assert patched.status_code == 200 and patched.get_json()["target_ring_at"] == NOW + MINUTE
+    cancelled = c.open("DELETE", "/v1/alarms/orders/order-1", ORDERS)
+    assert cancelled.get_json()["status"] == "cancelled"
+    # but the same key under another application is not its business
+    assert c.open("GET", "/v1/alarms/other/order-1", ORDERS).status_code == 403
+
+
+def test_batch_items_of_other_applications_get_their_own_403(auth_api: AuthApi) -> None:
+    items = [
+        body(application="orders", business_id="a"),
+        body(application="other", business_id="b"),
+        body(application="billing", business_id="c", payload=None),  # 400 before 403
+        body(application="nope", business_id="d", payload=None),  # 400 before 403
+        body(application="billing", business_id="e"),
+        body(application="other", business_id="f", payload="x" * 2000),  # 413 before 403
+    ]
+    response = auth_api.open("POST", "/v1/alarms/batch", ORDERS, json={"alarms": items})
+    assert response.status_code == 200
+    results = response.get_json()["results"]
+    assert [r["status"] for r in results] == [201, 403, 400, 400, 201, 413]
+    assert results[1]["error"]["code"] == "forbidden"
+    assert "'other'" in results[1]["error"]["message"]
+    stored = {(a["application"], a["business_id"]) for a in rows(auth_api)}
+    assert stored == {("orders", "a"), ("billing", "e")}
+    check = OpenApiChecker(auth_api.client.get("/openapi.json").get_json())
+    check.response("/v1/alarms/batch", "POST", response)
+
+
+def test_admin_token_sees_and_changes_every_application(auth_api: AuthApi) -> None:
+    for application in ("orders", "other", "zzz"):
+        response = auth_api.open("POST", "/v1/alarms", ADMIN, json=body(application=application))
+        assert response.status_code == 201
+        assert auth_api.open("GET", f"/v1/alarms/{application}/order-1", ADMIN).status_code == 200
+        response = auth_api.open(
+            "PATCH", f"/v1/alarms/{application}/order-1", ADMIN, json={"payload": "p"}
+        )
+        assert response.status_code == 200
+        assert (
+            auth_api.open("DELETE", f"/v1/alarms/{application}/order-1", ADMIN).status_code == 200
+        )
+    batch = {"alarms": [body(application=a, business_id="x") for a in ("a", "b", "c")]}
+    results = auth_api.open("POST", "/v1/alarms/batch", ADMIN, json=batch).get_json()["results"]
+    assert [r["status"] for r in results] == [201, 201, 201]
+    assert len(auth_api.open("GET", "/v1/alarms", ADMIN).get_json()["alarms"]) == 6
+
+
+def test_401_and_403_answers_conform_to_the_document(auth_api: AuthApi) -> None:
+    document = auth_api.client.get("/openapi.json").get_json()
+    assert document["components"]["securitySchemes"]["bearer"] == {
+        **document["components"]["securitySchemes"]["bearer"],
+        "type": "http",
+        "scheme": "bearer",
+    }
+    assert document["security"] == [{"bearer": []}]
+    assert document["paths"]["/healthz"]["get"]["security"] == []
+    for template, item in document["paths"].items():
+        for method, operation in item.items():
+            if method == "parameters" or not template.startswith("/v1/"):
+                continue
+            assert "401" in operation["responses"], (method, template)
+            assert ("403" in operation["responses"]) == (template != "/v1/alarms/batch")
+    check = OpenApiChecker(document)
+    auth_api.create("other")
+    for method, url, data in V1_REQUESTS[:-2]:
+        template = ONE if url.count("/") == 4 else url.split("?")[0]
+        check.response(template, method, auth_api.open(method, url, None, json=data))
+        check.response(template, method, auth_api.open(method, url, "wrong-token-01234", json=data))
+        check.response(template, method, auth_api.open(method, url, OTHER, json=data))
+        if template != "/v1/alarms/batch":
+            check.response(template, method, auth_api.open(method, url, ORDERS, json=data))
+
+
+def test_tokens_never_reach_the_logs(auth_api: AuthApi, caplog) -> None:  # type: ignore[no-untyped-def]
+    with caplog.at_level(logging.DEBUG):
+        auth_api.create("other")
+        for method, url, data in V1_REQUESTS:
+            for token in SECRETS:
+                auth_api.open(method, url, token, json=data)
+            auth_api.client.open(
+                url, method=method, json=data, headers={"Authorization": f"Basic {ORDERS}"}
+            )
+        log_authentication(Settings(tokens=TOKENS))
+        with pytest.raises(ConfigError):
+            Settings(tokens=f"{ORDERS}=bad app")
+    assert caplog.records  # something was logged, e.g. the 401s
+    for record in caplog.records:
+        text = record.getMessage() + repr(record.args) + repr(record.__dict__)
+        for secret in SECRETS:
+            assert secret not in text, record
+
+
+# --- the SDK, end to end -------------------------------------------------------------------
+
+
+@pytest.fixture
+def auth_server(auth_api: AuthApi) -> Iterator[str]:
+    server = make_server("127.0.0.1", 0, auth_api.app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+def test_client_sends_its_token(auth_server: str) -> None:
+    target = NOW + 60 * MINUTE
+    with ClockClient(auth_server, token=ORDERS, retries=0) as orders:
+        alarm = orders.create("orders", "o-1", "p", target_ring_at=target)
+        assert orders.get("orders", "o-1") == alarm
+        assert [a.business_id for a in orders.list("orders")] == ["o-1"]
+        assert orders.update("orders", "o-1", payload="q").payload == "q"
+        assert orders.cancel("orders", "o-1").status == "cancelled"
+        assert orders.health()["status"] == "ok"
+
+
+def test_client_maps_401_and_403(auth_server: str) -> None:
+    target = NOW + 60 * MINUTE
+    for token in (None, "wrong-token-0123456789"):
+        with ClockClient(auth_server, token=token, retries=0) as client:
+            with pytest.raises(Unauthorized) as caught:
+                client.create("orders", "o-1", "p", target_ring_at=target)
+            assert (caught.value.status_code, caught.value.code) == (401, "unauthorized")
+            with pytest.raises(Unauthorized):
+                client.get("orders", "o-1")
+            assert client.health()["status"] == "ok"  # open
+    with ClockClient(auth_server, token=ORDERS, retries=0) as orders:
+        with pytest.raises(Forbidden) as denied:
+            orders.create("other", "o-1", "p", target_ring_at=target)
+        assert (denied.value.status_code, denied.value.code) == (403, "forbidden")
+        assert denied.value.field == "application"
+        for call in (
+            lambda: orders.get("other", "o-1"),
+            lambda: orders.cancel("other", "o-1"),
+            lambda: orders.update("other", "o-1", payload="x"),
+            lambda: orders.list_page(),
+            lambda: orders.list_page(application="other"),
+        ):
+            with pytest.raises(Forbidden):
+                call()
+        results = orders.batch_create(
+            [
+                {"application": "orders", "business_id": "b", "payload": "p", "delay": 60},
+                {"application": "other", "business_id": "b", "payload": "p", "delay": 60},
+            ]
+        )
+        assert [r.status for r in results] == [201, 403]
+        assert results[0].ok and not results[1].ok
+        assert isinstance(results[1].error, Forbidden)
+
+
+@pytest.mark.process
+def test_server_process_reads_a_tokens_file(tmp_path: Path) -> None:
+    """The whole path: CLOCK_TOKENS_FILE -> settings -> waitress -> SDK; the log has no token."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"# test tokens\n{ORDERS}=orders,billing\n{ADMIN}=*\n")
+    env = {
+        "CLOCK_DATABASE_URL": f"sqlite:///{tmp_path / 'clock.db'}",
+        "CLOCK_RUN_ENGINE": "false",
+        "CLOCK_TOKENS_FILE": str(tokens),
+        "CLOCK_TOKENS": "",
+    }
+    server = ServerProcess(env, tmp_path / "server.log").start()
+    try:
+        with ClockClient(server.base_url, token=ORDERS, retries=0) as orders:
+            orders.create("orders", "x", "p", delay=3600)
+            with pytest.raises(Forbidden):
+                orders.get("billing2", "x")
+        with ClockClient(server.base_url, token=ADMIN, retries=0) as admin:
+            assert [a.business_id for a in admin.list()] == ["x"]
+        with (
+            ClockClient(server.base_url, token=OTHER, retries=0) as other,
+            pytest.raises(Unauthorized),
+        ):
+            other.get("orders", "x")
+        assert server.terminate() == 0
+    finally:
+        server.ensure_stopped()
+    log = (tmp_path / "server.log").read_text()
+    assert "authentication on: 2 bearer tokens" in log
+    assert "AUTHENTICATION IS OFF" not in log
+    for secret in SECRETS:
+        assert secret not in log
