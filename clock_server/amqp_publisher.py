@@ -17,7 +17,7 @@ from pika.exceptions import AMQPError
 from pika.exchange_type import ExchangeType
 
 from clock_server.errors import ConfigError
-from clock_server.publishing import OutgoingMessage
+from clock_server.publishing import OutgoingMessage, PendingBatch
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,19 @@ class _Batch:
 
     def outcome(self) -> list[bool]:
         return [result is True for result in self._results]
+
+
+class _PendingAmqpBatch:
+    def __init__(self, publisher: AmqpPublisher, batch: _Batch) -> None:
+        self._publisher = publisher
+        self._batch = batch
+
+    def wait(self, timeout_s: float) -> list[bool]:
+        batch = self._batch
+        if batch.messages and not batch.done.wait(timeout_s) and (missing := batch.finish()):
+            log.warning("%d messages not confirmed within %.1f s", missing, timeout_s)
+        self._publisher._forget(batch)
+        return batch.outcome()
 
 
 class AmqpPublisher:
@@ -118,16 +131,18 @@ class AmqpPublisher:
 
     def publish_batch(self, messages: Sequence[OutgoingMessage], timeout_s: float) -> list[bool]:
         """Publish all messages, then wait for their confirms; one flag per message, in order."""
-        if not messages:
-            return []
+        return self.start_batch(messages).wait(timeout_s)
+
+    def start_batch(self, messages: Sequence[OutgoingMessage]) -> PendingBatch:
+        """Hand the messages to the IO thread and return at once; wait() gives the outcome."""
         batch = _Batch(list(messages))
-        if not self._submit(batch):
-            return [False] * len(batch.messages)
-        if not batch.done.wait(timeout_s) and (missing := batch.finish()):
-            log.warning("%d messages not confirmed within %.1f s", missing, timeout_s)
+        if messages and not self._submit(batch):
+            batch.finish()
+        return _PendingAmqpBatch(self, batch)
+
+    def _forget(self, batch: _Batch) -> None:
         with self._lock:
             self._inflight.discard(batch)
-        return batch.outcome()
 
     def close(self) -> None:
         """Close the connection, fail what is still in flight and join the IO thread."""

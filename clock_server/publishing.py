@@ -16,6 +16,14 @@ class OutgoingMessage:
     body: bytes  # JSON, UTF-8
 
 
+class PendingBatch(Protocol):
+    """A batch handed to the broker whose confirms may still be on their way."""
+
+    def wait(self, timeout_s: float) -> list[bool]:
+        """The outcome, as publish_batch gives it, once confirmed or after `timeout_s`."""
+        ...
+
+
 class Publisher(Protocol):
     """Publishes batches of messages and says which ones the broker took."""
 
@@ -27,6 +35,11 @@ class Publisher(Protocol):
         return or no confirm within ``timeout_s`` gives False; the call never raises
         for broker trouble.
         """
+        ...
+
+    def start_batch(self, messages: Sequence[OutgoingMessage]) -> PendingBatch:
+        """Start publishing and return at once, so later messages need not wait for these
+        confirms. publish_batch(m, t) is start_batch(m).wait(t)."""
         ...
 
     def is_healthy(self) -> bool:

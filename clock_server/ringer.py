@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -15,12 +16,13 @@ from clock_server.errors import Unavailable
 from clock_server.heap import ClaimHeap
 from clock_server.metrics import Metrics
 from clock_server.model import Claim, RingRow
-from clock_server.publishing import OutgoingMessage, Publisher
+from clock_server.publishing import OutgoingMessage, PendingBatch, Publisher
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
 
 DB_RETRY_MS = 1_000
+_LEAD_SLACK_MS = 50
 
 
 @dataclass
@@ -41,6 +43,10 @@ class Ringer:
     transaction on its own thread: an alarm falling due while a batch waits for the broker's
     confirms and the database's commit is rung at once in another lane instead of waiting.
     When every lane is busy, due alarms gather in the heap and go out as one larger batch.
+
+    With ``lead_ms`` > 0, alarms are taken off the heap that much before they are due and
+    their rows locked in advance; the lane then publishes each one the moment it is due, so
+    the lock's round trip is not part of the lateness. A cancel may wait that much longer.
     """
 
     def __init__(
@@ -55,6 +61,7 @@ class Ringer:
         batch: int,
         publish_timeout_s: float,
         lanes: int = 1,
+        lead_ms: int = 0,
         on_lane_free: Callable[[], None] | None = None,
     ) -> None:
         self.claims = claims
@@ -66,6 +73,7 @@ class Ringer:
         self.batch = batch
         self.publish_timeout_s = publish_timeout_s
         self.on_lane_free = on_lane_free
+        self.lead_ms = lead_ms
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
         self._executor = ThreadPoolExecutor(lanes, "clock-ring-lane") if lanes > 1 else None
 
@@ -74,7 +82,7 @@ class Ringer:
         if self._lanes is not None and not self._lanes.acquire(timeout=0.05):
             return 0.0
         now_ms = self.clock.now_ms()
-        due = self.heap.pop_due(now_ms, self.batch)
+        due = self.heap.pop_due(now_ms + self.lead_ms, self.batch)
         if due:
             if self._executor is not None:
                 self._executor.submit(self._ring_in_lane, due)
@@ -86,7 +94,7 @@ class Ringer:
         next_due = self.heap.next_due_ms()
         if next_due is None:
             return None
-        return max(next_due - now_ms, 1) / 1000
+        return max(next_due - self.lead_ms - now_ms, 1) / 1000
 
     def close(self) -> None:
         """Wait for the batches in flight to finish."""
@@ -125,39 +133,70 @@ class Ringer:
         outcome = RingOutcome()
         live = tx.lock_live(due)
         outcome.skipped = len(due) - len(live)
-        now_ms = self.clock.now_ms()
-        expired = [r for r in live if r.latest_ring_at is not None and r.latest_ring_at < now_ms]
-        expired_ids = {r.id for r in expired}
-        ready = [r for r in live if r.id not in expired_ids and r.target_ring_at <= now_ms]
-        early = [r for r in live if r.id not in expired_ids and r.target_ring_at > now_ms]
-        if early:  # cannot happen while versions hold; never publish before the target anyway
-            claims = {c.id: c for c in due}
-            self.heap.push_many(Claim(r.target_ring_at, r.id, claims[r.id].version) for r in early)
-        tx.mark_expired([r.id for r in expired], now_ms)
-        outcome.expired = [r.id for r in expired]
-        if ready:
-            self._publish(tx, ready, outcome)
+        due_at = {claim.id: claim.due_ms for claim in due}
+        rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due)
+        sent: list[tuple[list[RingRow], int, PendingBatch]] = []
+        index = 0
+        while index < len(rows):
+            now_ms = self.clock.now_ms()
+            first = index
+            while index < len(rows) and _ready_at(rows[index], due_at) <= now_ms:
+                index += 1
+            if index == first:  # locked ahead of time: publish exactly when due, never before
+                time.sleep((_ready_at(rows[index], due_at) - now_ms) / 1000)
+                continue
+            group = rows[first:index]
+            expired = {
+                r.id for r in group if r.latest_ring_at is not None and r.latest_ring_at < now_ms
+            }
+            outcome.expired += sorted(expired)
+            ready = [r for r in group if r.id not in expired]
+            if ready:
+                pending = self.publisher.start_batch([_message(row) for row in ready])
+                sent.append((ready, now_ms, pending))
+        tx.mark_expired(outcome.expired, self.clock.now_ms())
+        for ready, published_at, pending in sent:
+            self._record(tx, ready, published_at, pending.wait(self.publish_timeout_s), outcome)
         self._count(outcome)
         return outcome
 
-    def _publish(self, tx: RingTransaction, ready: list[RingRow], outcome: RingOutcome) -> None:
-        published_at = self.clock.now_ms()
-        messages = [_message(row) for row in ready]
-        confirmed = self.publisher.publish_batch(messages, self.publish_timeout_s)
+    def _keep_close(
+        self, rows: list[RingRow], due_at: dict[int, int], due: list[Claim]
+    ) -> list[RingRow]:
+        """Rows due within the lead; any other goes back to the heap (cannot happen while
+        versions hold, since a claim's due time is never before its target)."""
+        limit = self.clock.now_ms() + self.lead_ms + _LEAD_SLACK_MS
+        far = [r for r in rows if _ready_at(r, due_at) > limit]
+        if not far:
+            return rows
+        versions = {claim.id: claim.version for claim in due}
+        self.heap.push_many(Claim(_ready_at(r, due_at), r.id, versions[r.id]) for r in far)
+        return [r for r in rows if _ready_at(r, due_at) <= limit]
+
+    def _record(
+        self,
+        tx: RingTransaction,
+        ready: list[RingRow],
+        published_at: int,
+        confirmed: list[bool],
+        outcome: RingOutcome,
+    ) -> None:
         now_ms = self.clock.now_ms()
+        rung: list[int] = []
         retries: list[tuple[int, int]] = []
         for row, ok in zip(ready, confirmed, strict=True):
             if ok:
-                outcome.rung.append(row.id)
+                rung.append(row.id)
                 self.metrics.lateness.observe(max(published_at - row.target_ring_at, 0) / 1000)
             elif self.retry.gives_up(row.retry_times + 1):
                 outcome.dead.append(row.id)
+                tx.mark_dead([row.id], now_ms)
             else:
                 retries.append((row.id, now_ms + self.retry.delay_ms(row.retry_times + 1)))
-        outcome.retried = [alarm_id for alarm_id, _ in retries]
-        tx.mark_rung(outcome.rung, published_at, now_ms)
+        outcome.rung += rung
+        outcome.retried += [alarm_id for alarm_id, _ in retries]
+        tx.mark_rung(rung, published_at, now_ms)
         tx.schedule_retries(retries, now_ms)
-        tx.mark_dead(outcome.dead, now_ms)
 
     def _count(self, outcome: RingOutcome) -> None:
         self.metrics.rung.inc(len(outcome.rung))
@@ -178,6 +217,10 @@ class Ringer:
                 outcome.dead[:20],
                 extra={"action": "alarm_dead"},
             )
+
+
+def _ready_at(row: RingRow, due_at: dict[int, int]) -> int:
+    return max(due_at[row.id], row.target_ring_at)
 
 
 def _message(row: RingRow) -> OutgoingMessage:

@@ -41,6 +41,7 @@ class Settings:
     claim_batch: int = 1_000
     ring_batch: int = 1_000
     ring_lanes: int = 4
+    ring_lead_ms: int = 5
     publish_timeout_s: float = 10.0
     retry_base_s: float = 1.0
     retry_cap_s: float = 300.0
@@ -85,6 +86,8 @@ class Settings:
                 raise ConfigError(f"CLOCK_{name.upper()} must be positive", field=name)
         if self.retry_max < 0:
             raise ConfigError("CLOCK_RETRY_MAX must be 0 or more", field="retry_max")
+        if not 0 <= self.ring_lead_ms <= 1_000:
+            raise ConfigError("CLOCK_RING_LEAD_MS must be from 0 to 1000", field="ring_lead_ms")
         if self.lease_s < 2 * self.preload_window_s:
             raise ConfigError(
                 "CLOCK_LEASE_S must be at least twice CLOCK_PRELOAD_WINDOW_S, so a claim "

@@ -8,6 +8,14 @@ from collections.abc import Sequence
 from clock_server.publishing import OutgoingMessage
 
 
+class _Settled:
+    def __init__(self, outcome: list[bool]) -> None:
+        self.outcome = outcome
+
+    def wait(self, timeout_s: float) -> list[bool]:
+        return self.outcome
+
+
 class InMemoryPublisher:
     """Publisher twin: keeps confirmed messages in a list and fails when told to.
 
@@ -45,6 +53,10 @@ class InMemoryPublisher:
         with self._lock:
             self.batches.append(list(messages))
             return [self._offer(message) for message in messages]
+
+    def start_batch(self, messages: Sequence[OutgoingMessage]) -> _Settled:
+        """Publish at once (see publish_batch); the returned handle gives the outcome."""
+        return _Settled(self.publish_batch(messages, 0.0))
 
     def is_healthy(self) -> bool:
         """True while ``healthy`` is set and ``close()`` has not been called."""

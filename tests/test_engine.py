@@ -31,6 +31,7 @@ def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemor
             retry_max=3,
             instance_id=owner,
             ring_lanes=1,
+            ring_lead_ms=0,
         )
         values.update(overrides)
         return Engine(Settings(**values), store, publisher, fake_clock, Metrics())
@@ -251,7 +252,11 @@ def test_two_engines_share_one_database_without_double_rings(
 def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
     slow = _SlowPublisher()
     engine = Engine(
-        Settings(instance_id="e", ring_batch=25, ring_lanes=1), store, slow, fake_clock, Metrics()
+        Settings(instance_id="e", ring_batch=25, ring_lanes=1, ring_lead_ms=0),
+        store,
+        slow,
+        fake_clock,
+        Metrics(),
     )
     items = [NewAlarm("app", f"b{i}", "p", fake_clock.now_ms(), None) for i in range(200)]
     store.create_many(items, fake_clock.now_ms())
@@ -305,7 +310,40 @@ class _SlowPublisher(InMemoryPublisher):
         super().__init__()
         self.first_publish = threading.Event()
 
-    def publish_batch(self, messages, timeout_s):
+    def start_batch(self, messages):
         self.first_publish.set()
         time.sleep(0.01)
-        return super().publish_batch(messages, timeout_s)
+        return super().start_batch(messages)
+
+
+def test_rows_locked_ahead_are_published_exactly_when_due(store, publisher):
+    from clock_server.timesource import SystemClock
+
+    clock = SystemClock()
+    stamped = _StampingPublisher()
+    settings = Settings(instance_id="lead", ring_lanes=1, ring_lead_ms=400)
+    engine = Engine(settings, store, stamped, clock, Metrics())
+    now = clock.now_ms()
+    targets = [now + 150 + 7 * i for i in range(10)]
+    store.create_many([NewAlarm("app", f"b{i}", "p", t, None) for i, t in enumerate(targets)], now)
+    engine.preloader.run_once()
+    assert engine.ringer.run_once() == 0.0  # took all ten at once, 150+ ms ahead of time
+    assert len(stamped.published) == 10
+    for message, sent_ms in stamped.sent_at.items():
+        target = json.loads(message.body)["target_ring_at"]
+        assert target <= sent_ms < target + 50, "published early or far too late"
+    assert {a.status for a in store.list("app", None, 100, None)} == {"rung"}
+
+
+class _StampingPublisher(InMemoryPublisher):
+    """Remembers the wall-clock ms at which each message was handed over."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent_at = {}
+
+    def start_batch(self, messages):
+        now = time.time_ns() // 1_000_000
+        for message in messages:
+            self.sent_at[message] = now
+        return super().start_batch(messages)
