@@ -10,6 +10,7 @@ Writes bench/results/<stamp>.json and .md and docs/perf/lateness.png.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -27,10 +28,12 @@ FULL = {"steady_s": 60, "burst": 1_000_000, "scale_rows": 10_000_000, "create_s"
         "batch_alarms": 200_000, "peer_steady_s": 60, "peer_burst": 100_000}  # fmt: skip
 QUICK = {"steady_s": 20, "burst": 100_000, "scale_rows": 1_000_000, "create_s": 10,
          "batch_alarms": 50_000, "peer_steady_s": 20, "peer_burst": 20_000}  # fmt: skip
+TINY = {"steady_s": 5, "burst": 5_000, "scale_rows": 50_000, "create_s": 3,
+        "batch_alarms": 5_000, "peer_steady_s": 5, "peer_burst": 2_000}  # fmt: skip
 SCENARIOS = ("limits", "steady", "burst", "scale", "create", "mixed", "peers")
 
 
-def repeat(runs: int, label: str, once: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
+def run_repeated(runs: int, label: str, once: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
     results = []
     for index in range(runs):
         started = time.monotonic()
@@ -57,16 +60,29 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tiny", action="store_true", help="a smoke test of the harness itself")
+    parser.add_argument("--summarize", type=Path, help="re-summarize a saved raw result file")
     parser.add_argument("--runs", type=int)
     parser.add_argument("--only", default=",".join(SCENARIOS))
     parser.add_argument("--web-processes", type=int, default=2)
     args = parser.parse_args()
-    sizes = QUICK if args.quick else FULL
-    runs = args.runs or (1 if args.quick else 3)
+    if args.summarize:
+        finish(json.loads(args.summarize.read_text()))
+        return
+    sizes = TINY if args.tiny else QUICK if args.quick else FULL
+    runs = args.runs or (1 if args.quick or args.tiny else 3)
     chosen = [name for name in args.only.split(",") if name]
     workdir = Path(tempfile.mkdtemp(prefix="clock-bench-"))
     server = {"web_processes": str(args.web_processes)}
     raw: dict[str, Any] = {"sizes": sizes, "runs": runs, "server_settings": server}
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    partial = ROOT / "bench" / "results" / f"{stamp}-raw.json"
+    partial.parent.mkdir(parents=True, exist_ok=True)
+
+    def repeat(runs: int, label: str, once: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
+        partial.write_text(json.dumps(raw, default=str))  # what is done so far survives a crash
+        return run_repeated(runs, label, once)
+
     if "limits" in chosen:
         raw["limits"] = repeat(
             runs, "limits", lambda: {**limits.mariadb_rates(), **limits.rabbitmq_rate()}
@@ -91,8 +107,13 @@ def main() -> None:
             workdir, 1_000, sizes["steady_s"], with_api_load=True, **server))  # fmt: skip
     if "peers" in chosen:
         raw["peers"] = run_peers(sizes)
+    partial.write_text(json.dumps(raw, default=str))
+    finish(raw, stamp)
+
+
+def finish(raw: dict[str, Any], stamp: str | None = None) -> None:
+    stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
     summary = summarize(raw)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     json_path, md_path = report.write(summary, ROOT / "bench" / "results", stamp)
     plot = ROOT / "docs" / "perf" / "lateness.png"
     plot.parent.mkdir(parents=True, exist_ok=True)

@@ -131,9 +131,9 @@ def fill_far_future(rows: int) -> Callable[[BenchServer], dict]:
     return prepare
 
 
-def create(workdir: Path, duration_s: int, batch_alarms: int) -> dict:
+def create(workdir: Path, duration_s: int, batch_alarms: int, **server_settings: str) -> dict:
     """Scenario 4: single creates with wrk (64 connections), then alarms/s through the batch API."""
-    with BenchServer(workdir) as server:
+    with BenchServer(workdir, **server_settings) as server:
         single = WrkCreate(server.base_url, "wrkcreate", duration_s).start().result()
         far = int(time.time() * 1000) + 86_400_000
         batch = bulk_create(server.base_url, f"batch{uuid.uuid4().hex[:6]}", batch_alarms, far)

@@ -32,6 +32,7 @@ class Settings:
     port: int = 8080
     http_threads: int = 16
     web_processes: int = 1
+    web_nice: int = 5
     migrate_on_start: bool = True
     run_engine: bool = True
     preload_window_s: float = 10.0
@@ -86,6 +87,8 @@ class Settings:
                 raise ConfigError(f"CLOCK_{name.upper()} must be positive", field=name)
         if self.retry_max < 0:
             raise ConfigError("CLOCK_RETRY_MAX must be 0 or more", field="retry_max")
+        if not 0 <= self.web_nice <= 19:
+            raise ConfigError("CLOCK_WEB_NICE must be from 0 to 19", field="web_nice")
         if not 0 <= self.ring_lead_ms <= 1_000:
             raise ConfigError("CLOCK_RING_LEAD_MS must be from 0 to 1000", field="ring_lead_ms")
         if self.lease_s < 2 * self.preload_window_s:

@@ -22,6 +22,8 @@ def main() -> int:
 
     settings = Settings.from_env(migrate_on_start=False)
     configure_logging(settings.log_level)
+    # When the machine is saturated, the engine process (ringing on time) goes first.
+    os.nice(settings.web_nice)
     listener = socket.socket(fileno=int(os.environ["CLOCK_WORKER_LISTEN_FD"]))
     notifier = PipeNotifier(int(os.environ["CLOCK_WORKER_NOTIFY_FD"]))
     broker = BrokerStatusFile(Path(os.environ["CLOCK_WORKER_STATUS_FILE"]))
