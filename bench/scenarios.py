@@ -79,7 +79,7 @@ def _delivery_figures(arrivals, rows, created: int) -> dict:  # type: ignore[no-
 
 
 def burst(
-    workdir: Path, count: int, insert_rate_guess: float = 15_000, **server_settings: str
+    workdir: Path, count: int, insert_rate_guess: float = 8_000, **server_settings: str
 ) -> dict:
     """Scenario 2: `count` alarms due in the same second, inserted beforehand via the batch API."""
     application = f"burst{uuid.uuid4().hex[:6]}"
