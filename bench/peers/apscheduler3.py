@@ -28,7 +28,13 @@ import pymysql
 
 from bench.peers import workloads
 from bench.peers.aps_worker import JOB_DEFAULTS, make_scheduler
-from bench.peers.common import Collector, peak_rss_mib, start_process, stop_process
+from bench.peers.common import (
+    Collector,
+    peak_rss_mib,
+    raise_on_sigterm,
+    start_process,
+    stop_process,
+)
 
 MYSQL = os.environ.get("BENCH_PEERS_MYSQL", "root@127.0.0.1:3306")
 THREADS = int(os.environ.get("BENCH_PEERS_APS_THREADS", "10"))
@@ -116,8 +122,9 @@ def aps_runner(
         if worker is not None:
             info["worker_exit"] = stop_process(worker)
         if generator is not None:
+            # A stopping scheduler processes due jobs once even if paused: detach the store first.
+            generator.remove_jobstore("default")
             generator.shutdown(wait=False)
-            generator._jobstores["default"].engine.dispose()  # type: ignore[attr-defined]
         try:
             with _admin() as conn, conn.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
@@ -160,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=THREADS, help="executor threads")
     parser.add_argument("--poll", type=float, default=POLL_S, help="worker wakeup period, s")
     args = parser.parse_args(argv)
+    raise_on_sigterm()
     started = time.time()
     if args.steady is not None:
         result = run_steady(args.steady, args.duration, args.threads, args.poll)

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,15 +28,43 @@ import celery
 import kombu
 
 from bench.peers import workloads
-from bench.peers.celery_app import BROKER, app
+from bench.peers.celery_app import BROKER, PREFETCH_ENV, app
 from bench.peers.celery_app import record as record_task
-from bench.peers.common import Collector, peak_rss_mib, start_process, stop_process
+from bench.peers.common import (
+    Collector,
+    peak_rss_mib,
+    raise_on_sigterm,
+    start_process,
+    stop_process,
+)
 
-POOL = os.environ.get("BENCH_PEERS_CELERY_POOL", "threads")
-CONCURRENCY = int(os.environ.get("BENCH_PEERS_CELERY_CONCURRENCY", "4"))
+
+@dataclass(frozen=True)
+class Worker:
+    """How the ``celery worker`` subprocess is started (defaults from ``$BENCH_PEERS_CELERY_*``).
+
+    Defaults are the best of what was tried here: ``-P threads -c 4`` (prefork -c 2 and solo were
+    far later at 1,000/s) and ``prefetch_multiplier`` 0, unlimited: RabbitMQ pushes every ETA
+    message to the worker at once (about 8 KiB of worker memory per held task). With Celery's
+    default (4) the worker raises its channel's prefetch by one per ETA task it holds, but delivery
+    resumes only slowly after such a raise (celery/celery issue 2731), so ETA tasks mostly wait in
+    the queue until the worker has free slots and are taken late. With unlimited prefetch a warm
+    shutdown after a burst takes about a minute, so the worker is usually SIGKILLed after the
+    20 s grace (``worker_exit`` -9); by then every job has run and nothing is lost.
+    """
+
+    pool: str = os.environ.get("BENCH_PEERS_CELERY_POOL", "threads")
+    concurrency: int = int(os.environ.get("BENCH_PEERS_CELERY_CONCURRENCY", "4"))
+    prefetch_multiplier: int = int(os.environ.get(PREFETCH_ENV, "0"))
+
+    def argv(self, queue: str) -> list[str]:
+        return [sys.executable, "-m", "celery", "-A", "bench.peers.celery_app", "worker",
+                "-Q", queue, "-n", f"{queue}@%h", "-l", "WARNING",
+                "-P", self.pool, "-c", str(self.concurrency),
+                "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
 
 
-def _settings(queue: str, pool: str, concurrency: int) -> dict[str, Any]:
+def _settings(queue: str, worker: Worker) -> dict[str, Any]:
     return {
         "tool": "celery",
         "celery_version": celery.__version__,
@@ -43,8 +72,9 @@ def _settings(queue: str, pool: str, concurrency: int) -> dict[str, Any]:
         "python": platform.python_version(),
         "broker": BROKER.split("@")[-1],
         "queue": queue,
-        "worker_pool": pool,
-        "worker_concurrency": concurrency,
+        "worker_pool": worker.pool,
+        "worker_concurrency": worker.concurrency,
+        "worker_prefetch_multiplier": worker.prefetch_multiplier,
         "worker_flags": "--without-gossip --without-mingle --without-heartbeat",
         "serializer": "json",
         "producer": "apply_async(eta=datetime UTC), one thread, no publisher confirms",
@@ -62,36 +92,16 @@ def _delete_queue(queue: str) -> None:
 
 @contextmanager
 def celery_runner(
-    pool: str, concurrency: int
+    config: Worker,
 ) -> Iterator[tuple[Callable[[int, float], None], Collector, dict[str, Any]]]:
     """Start a worker on a fresh queue; yield (submit, collector, info); clean everything up."""
     queue = f"bench_peers_celery_{uuid.uuid4().hex[:8]}"
     out_dir = Path(tempfile.mkdtemp(prefix="bench_peers_celery_"))
-    info: dict[str, Any] = _settings(queue, pool, concurrency)
+    info: dict[str, Any] = _settings(queue, config)
     worker = None
     try:
-        argv = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "bench.peers.celery_app",
-            "worker",
-            "-Q",
-            queue,
-            "-P",
-            pool,
-            "-c",
-            str(concurrency),
-            "-n",
-            f"{queue}@%h",
-            "-l",
-            "WARNING",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ]
-        worker = start_process(argv, out_dir, "worker", {})
+        prefetch = {PREFETCH_ENV: str(config.prefetch_multiplier)}  # the CLI flag can't say 0
+        worker = start_process(config.argv(queue), out_dir, "worker", prefetch)
 
         def submit(job_id: int, due_ms: float) -> None:
             eta = datetime.fromtimestamp(due_ms / 1000.0, tz=UTC)
@@ -113,18 +123,16 @@ def celery_runner(
 
 
 def run_steady(
-    rate_per_s: float, duration_s: float, pool: str = POOL, concurrency: int = CONCURRENCY
+    rate_per_s: float, duration_s: float, worker: Worker | None = None
 ) -> dict[str, Any]:
-    with celery_runner(pool, concurrency) as (submit, collector, info):
+    with celery_runner(worker or Worker()) as (submit, collector, info):
         info["warm_up_creation_rate_per_s"] = round(workloads.warm_up(submit, collector), 1)
         result = workloads.steady(submit, collector, rate_per_s, duration_s)
     return {**info, **result}
 
 
-def run_burst(
-    count: int, pool: str = POOL, concurrency: int = CONCURRENCY, lead_factor: float = 2.0
-) -> dict[str, Any]:
-    with celery_runner(pool, concurrency) as (submit, collector, info):
+def run_burst(count: int, worker: Worker | None = None, lead_factor: float = 2.0) -> dict[str, Any]:
+    with celery_runner(worker or Worker()) as (submit, collector, info):
         rate = workloads.warm_up(submit, collector, min(2000, max(count, 100)))
         info["warm_up_creation_rate_per_s"] = round(rate, 1)
         result = workloads.burst(submit, collector, count, rate, lead_factor)
@@ -132,6 +140,7 @@ def run_burst(
 
 
 def main(argv: list[str] | None = None) -> None:
+    default = Worker()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--steady", type=float, metavar="RATE_PER_S")
@@ -140,14 +149,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--lead-factor", type=float, default=2.0, help="burst: T = now + 5 s + this * count / rate"
     )
-    parser.add_argument("--pool", default=POOL, help="worker pool: prefork, threads, solo")
-    parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
+    parser.add_argument("--pool", default=default.pool, help="worker pool: threads, prefork, solo")
+    parser.add_argument("--concurrency", type=int, default=default.concurrency)
+    parser.add_argument(
+        "--prefetch-multiplier", type=int, default=default.prefetch_multiplier, help="0: unlimited"
+    )
     args = parser.parse_args(argv)
+    raise_on_sigterm()
+    worker = Worker(args.pool, args.concurrency, args.prefetch_multiplier)
     started = time.time()
     if args.steady is not None:
-        result = run_steady(args.steady, args.duration, args.pool, args.concurrency)
+        result = run_steady(args.steady, args.duration, worker)
     else:
-        result = run_burst(args.burst, args.pool, args.concurrency, args.lead_factor)
+        result = run_burst(args.burst, worker, args.lead_factor)
     result["wall_s"] = round(time.time() - started, 1)
     print(json.dumps(result, indent=2))
 

@@ -107,6 +107,17 @@ def summarize(latencies_ms: list[float]) -> dict[str, Any]:
     }
 
 
+def raise_on_sigterm() -> None:
+    """Turn SIGTERM (and SIGINT, even where inherited as ignored) into SystemExit in this process,
+    so that the runners' ``finally`` blocks stop the workers and drop what they created."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
 def start_process(
     argv: list[str], out_dir: Path, name: str, env: dict[str, str]
 ) -> subprocess.Popen[bytes]:
