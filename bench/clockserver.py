@@ -103,11 +103,12 @@ class BenchServer:
                 fields[key] = int(value.split()[0]) / 1024
         return {"rss_mb": fields.get("VmRSS", 0.0), "peak_rss_mb": fields.get("VmHWM", 0.0)}
 
-    def rung_rows(self) -> list[tuple[int, int, int | None, str]]:
-        """(id, target_ring_at, rung_at, status) of every alarm."""
+    def rung_rows(self, application: str) -> list[tuple[int, int, int | None, str]]:
+        """(id, target_ring_at, rung_at, status) of every alarm of `application`."""
         engine = create_engine(self.database_url)
+        query = text("SELECT id, target_ring_at, rung_at, status FROM clock WHERE application = :a")
         with engine.connect() as conn:
-            rows = conn.execute(text("SELECT id, target_ring_at, rung_at, status FROM clock")).all()
+            rows = conn.execute(query, {"a": application}).all()
         engine.dispose()
         return [tuple(row) for row in rows]  # type: ignore[misc]
 

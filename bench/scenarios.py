@@ -45,7 +45,7 @@ def steady(
         time.sleep(1.0)  # late duplicates would arrive here
         arrivals = collector.stop()
         memory = server.memory_mb()
-        rows = server.rung_rows()
+        rows = server.rung_rows(application)
     return {
         "rate": rate,
         "duration_s": duration_s,
@@ -93,7 +93,7 @@ def burst(
             time.sleep(0.5)
         arrivals = collector.stop()
         memory = server.memory_mb()
-        rows = server.rung_rows()
+        rows = server.rung_rows(application)
     rung_at = [rung for _, _, rung, _ in rows if rung is not None]
     start_ms = max(target_ms, target_ms + late_insert_ms)  # ringing cannot start before inserts end
     drain_ms = max(rung_at) - target_ms if rung_at else float("nan")
