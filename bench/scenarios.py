@@ -142,3 +142,24 @@ def create(workdir: Path, duration_s: int, batch_alarms: int, **server_settings:
         batch = bulk_create(server.base_url, f"batch{uuid.uuid4().hex[:6]}", batch_alarms, far)
         memory = server.memory_mb()
     return {"single": single, "batch": batch, **memory}
+
+
+def clients(workdir: Path, connections: int, duration_s: int, **server_settings: str) -> dict:
+    """`connections` concurrent keep-alive clients creating alarms due 1-10 s later as fast as
+    they can: server errors, alarms lost, and the lateness the engine kept meanwhile."""
+    application = f"clients{uuid.uuid4().hex[:6]}"
+    with BenchServer(workdir, **server_settings) as server:
+        collector = Collector(server.exchange, application, workdir).start()
+        wrk = WrkCreate(server.base_url, application, duration_s, connections=connections,
+                        delay_ms=(1_000, 10_000)).start().result()  # fmt: skip
+        time.sleep(2.0)  # requests in flight when wrk stopped still finish on the server
+        created = len(server.rung_rows(application))  # also those whose answer wrk cut off
+        deadline = time.monotonic() + 10 + SETTLE_S
+        while collector.count() < created and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)
+        arrivals = collector.stop()
+        memory = server.memory_mb()
+        rows = server.rung_rows(application)
+    return {"connections": connections, "duration_s": duration_s, "api": wrk,
+            "stored": len(rows), **_delivery_figures(arrivals, rows, len(rows)), **memory}  # fmt: skip

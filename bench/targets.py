@@ -137,6 +137,27 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                 0,
             )
         )
+    if "clients" in raw:
+        runs = raw["clients"]
+        rows += [
+            _row("100 clients: creates/s", pick(runs, "api", "requests_per_s"), "-", None, 0),
+            _row(
+                "100 clients: 5xx and other errors",
+                pick(runs, "api", "errors_status"),
+                "0",
+                lambda v: v == 0,
+                0,
+            ),
+            _row("100 clients: alarms lost", pick(runs, "lost"), "0", lambda v: v == 0, 0),
+            _row(
+                "100 clients: lateness p99 meanwhile (ms)",
+                pick(runs, "received_lateness_ms", "p99"),
+                "-",
+                None,
+                0,
+            ),
+            _row("100 clients: early rings", pick(runs, "early"), "0", lambda v: v == 0, 0),
+        ]
     if "peers" in raw:
         rows += _peer_rows(raw, pick)
     if "limits" in raw:

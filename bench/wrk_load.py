@@ -19,10 +19,12 @@ class WrkCreate:
         duration_s: int,
         connections: int = 64,
         threads: int = 1,
+        delay_ms: tuple[int, int] = (3_600_000, 3_600_000),
     ) -> None:
         self.command = [
             "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration_s}s", "--timeout", "10s",
             "-s", str(SCRIPT), f"{base_url}/v1/alarms", "--", application,
+            str(delay_ms[0]), str(delay_ms[1]),
         ]  # fmt: skip
         self._process: subprocess.Popen[str] | None = None
 

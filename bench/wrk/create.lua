@@ -1,4 +1,5 @@
--- wrk script: POST /v1/alarms with a unique business_id per request, due in one hour.
+-- wrk script: POST /v1/alarms with a unique business_id per request.
+-- Arguments: application [min_delay_ms max_delay_ms] (default: due in one hour).
 local counter = 0
 local thread_id = 0
 local threads = {}
@@ -11,13 +12,16 @@ end
 function init(args)
   thread_id = tid
   application = args[1] or "wrkbench"
+  min_delay = tonumber(args[2] or "3600000")
+  max_delay = tonumber(args[3] or "3600000")
+  math.randomseed(thread_id)
 end
 
 request = function()
   counter = counter + 1
   local body = string.format(
-    '{"application":"%s","business_id":"w%d-%d","payload":"%s","delay_ms":3600000}',
-    application, thread_id, counter, string.rep("x", 64))
+    '{"application":"%s","business_id":"w%d-%d","payload":"%s","delay_ms":%d}',
+    application, thread_id, counter, string.rep("x", 64), math.random(min_delay, max_delay))
   return wrk.format("POST", "/v1/alarms", {["Content-Type"] = "application/json"}, body)
 end
 
