@@ -121,10 +121,11 @@ def finish(raw: dict[str, Any], stamp: str | None = None) -> None:
     # The published plot comes from full runs; others draw theirs beside their results.
     full = raw.get("sizes") == FULL
     plot = ROOT / "docs" / "perf" / "lateness.png" if full else json_path.with_suffix(".png")
-    plot.parent.mkdir(parents=True, exist_ok=True)
-    report.plot_lateness(summary["lateness_samples"], plot)
+    if summary["lateness_samples"]:
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        report.plot_lateness(summary["lateness_samples"], plot)
     print(md_path.read_text())
-    print(f"[bench] wrote {json_path}, {md_path} and {plot}")
+    print(f"[bench] wrote {json_path} and {md_path}")
 
 
 def run_peers(sizes: dict[str, int]) -> dict[str, Any]:
