@@ -7,12 +7,16 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 from types import FrameType
 
 from clock_server.ipc import BrokerStatusFile, PipeNotifier
 
 log = logging.getLogger(__name__)
+
+PARENT_CHECK_S = 0.5
 
 
 def main() -> int:
@@ -35,10 +39,24 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; Ctrl-C reaches it
+    _exit_with_parent(os.getppid())
     server.run()
     server.close()
     store.engine.dispose()
     return 0
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """A supervisor killed with SIGKILL cannot stop its workers: they notice and stop."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_S)
+        log.warning("the supervisor %d is gone; stopping", parent_pid,
+                    extra={"action": "worker_orphaned"})  # fmt: skip
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="clock-parent-watch", daemon=True).start()
 
 
 if __name__ == "__main__":

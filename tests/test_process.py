@@ -212,6 +212,21 @@ def test_sigterm_hands_every_claim_back(cluster: Cluster, web_processes: str):
     assert all(row.status == "pending" for row in rows)
 
 
+def test_web_workers_stop_when_their_supervisor_is_killed(cluster: Cluster):
+    server = cluster.server("brief", CLOCK_WEB_PROCESSES="2").start()
+    assert server.process is not None
+    children = subprocess.run(
+        ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True
+    )
+    workers = [int(pid) for pid in children.stdout.split()]
+    assert len(workers) == 2
+    server.kill()
+    deadline = time.monotonic() + 5
+    while any(Path(f"/proc/{pid}").exists() for pid in workers):
+        assert time.monotonic() < deadline, "web workers outlived their supervisor"
+        time.sleep(0.05)
+
+
 def test_a_broker_outage_delays_alarms_but_loses_none(cluster: Cluster):
     proxy = TcpProxy(5672).start()
     try:
