@@ -20,5 +20,9 @@ def test_measure_backlog_sets_the_gauge(store, fake_clock):
 def test_the_scheduler_starts_and_stops(store, fake_clock):
     maintenance = Maintenance(store, fake_clock, Metrics(), interval_s=3600)
     maintenance.start()
+    scheduler = maintenance._scheduler
+    assert scheduler is not None and scheduler.running
+    assert [job.id for job in scheduler.get_jobs()] == ["measure_backlog"]
     maintenance.stop()
-    maintenance.stop()
+    assert not scheduler.running and maintenance._scheduler is None
+    maintenance.stop()  # a second stop is harmless
