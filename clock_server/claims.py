@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Connection, and_, bindparam, select, update
+from sqlalchemy import Connection, and_, case, select, update
 
 from clock_server.model import DEAD, EXPIRED, PENDING, RUNG, Claim, RingRow
 from clock_server.schema import clock
@@ -54,28 +54,26 @@ class ClaimStore:
 
     def release(self, claims: Sequence[Claim], now_ms: int) -> int:
         """Give claims back: each alarm is due again at its own time. Stale claims are ignored."""
-        if not claims:
-            return 0
-        statement = (
-            update(clock)
-            .where(
-                and_(
-                    clock.c.id == bindparam("b_id"),
-                    clock.c.version == bindparam("b_version"),
-                    clock.c.status == PENDING,
-                )
-            )
-            .values(
-                next_try_time=bindparam("b_due"),
-                claimed_by=None,
-                version=clock.c.version + 1,
-                update_time=now_ms,
-            )
-        )
-        params = [{"b_id": c.id, "b_version": c.version, "b_due": c.due_ms} for c in claims]
+        released = 0
         with translate_errors(), self.store.engine.begin() as conn:
-            result = conn.execute(statement, params)
-        return result.rowcount
+            for chunk in chunks(list(claims), _ID_CHUNK):
+                by_id = clock.c.id
+                result = conn.execute(
+                    update(clock)
+                    .where(
+                        by_id.in_([c.id for c in chunk]),
+                        clock.c.version == case({c.id: c.version for c in chunk}, value=by_id),
+                        clock.c.status == PENDING,
+                    )
+                    .values(
+                        next_try_time=case({c.id: c.due_ms for c in chunk}, value=by_id),
+                        claimed_by=None,
+                        version=clock.c.version + 1,
+                        update_time=now_ms,
+                    )
+                )
+                released += result.rowcount
+        return released
 
     @contextlib.contextmanager
     def ring_transaction(self) -> Iterator[RingTransaction]:
@@ -129,20 +127,18 @@ class RingTransaction:
 
     def schedule_retries(self, retries: Sequence[tuple[int, int]], now_ms: int) -> None:
         """Each (id, next_try_time): count the failed try and make the alarm due again then."""
-        if not retries:
-            return
-        statement = (
-            update(clock)
-            .where(clock.c.id == bindparam("b_id"))
-            .values(
-                next_try_time=bindparam("b_next"),
-                retry_times=clock.c.retry_times + 1,
-                claimed_by=None,
-                version=clock.c.version + 1,
-                update_time=now_ms,
+        for chunk in chunks(list(retries), _ID_CHUNK):
+            self.conn.execute(
+                update(clock)
+                .where(clock.c.id.in_([alarm_id for alarm_id, _ in chunk]))
+                .values(
+                    next_try_time=case(dict(chunk), value=clock.c.id),
+                    retry_times=clock.c.retry_times + 1,
+                    claimed_by=None,
+                    version=clock.c.version + 1,
+                    update_time=now_ms,
+                )
             )
-        )
-        self.conn.execute(statement, [{"b_id": i, "b_next": t} for i, t in retries])
 
     def _set_final(self, ids: Sequence[int], status: str, now_ms: int, **extra: object) -> None:
         for chunk in chunks(list(ids), _ID_CHUNK):

@@ -183,19 +183,21 @@ class Ringer:
     ) -> None:
         now_ms = self.clock.now_ms()
         rung: list[int] = []
+        dead: list[int] = []
         retries: list[tuple[int, int]] = []
         for row, ok in zip(ready, confirmed, strict=True):
             if ok:
                 rung.append(row.id)
                 self.metrics.lateness.observe(max(published_at - row.target_ring_at, 0) / 1000)
             elif self.retry.gives_up(row.retry_times + 1):
-                outcome.dead.append(row.id)
-                tx.mark_dead([row.id], now_ms)
+                dead.append(row.id)
             else:
                 retries.append((row.id, now_ms + self.retry.delay_ms(row.retry_times + 1)))
         outcome.rung += rung
+        outcome.dead += dead
         outcome.retried += [alarm_id for alarm_id, _ in retries]
         tx.mark_rung(rung, published_at, now_ms)
+        tx.mark_dead(dead, now_ms)
         tx.schedule_retries(retries, now_ms)
 
     def _count(self, outcome: RingOutcome) -> None:
