@@ -187,8 +187,9 @@ class AlarmMessage:
 
     ``message_id`` is the AMQP message id, ``str(id)`` and stable across redeliveries
     and server retries: use it to deduplicate. ``attempt`` counts the server's publish
-    attempts; ``redelivered`` is the broker's flag (the message was delivered before,
-    e.g. a handler failed or a consumer died before acking).
+    attempts; ``published_at`` is when this attempt was published (None from a server
+    that does not send it); ``redelivered`` is the broker's flag (the message was
+    delivered before, e.g. a handler failed or a consumer died before acking).
     """
 
     id: int
@@ -199,6 +200,7 @@ class AlarmMessage:
     attempt: int
     message_id: str
     redelivered: bool
+    published_at: int | None = None
 
     @classmethod
     def from_body(
@@ -218,6 +220,7 @@ class AlarmMessage:
             attempt=_get(body, "attempt", int),
             message_id=message_id if message_id else str(alarm_id),
             redelivered=redelivered,
+            published_at=_get(body, "published_at", int, optional=True),
         )
 
     @property

@@ -152,7 +152,7 @@ class Ringer:
             outcome.expired += sorted(expired)
             ready = [r for r in group if r.id not in expired]
             if ready:
-                pending = self.publisher.start_batch([_message(row) for row in ready])
+                pending = self.publisher.start_batch([_message(row, now_ms) for row in ready])
                 sent.append((ready, now_ms, pending))
         tx.mark_expired(outcome.expired, self.clock.now_ms())
         for ready, published_at, pending in sent:
@@ -225,7 +225,7 @@ def _ready_at(row: RingRow, due_at: dict[int, int]) -> int:
     return max(due_at[row.id], row.target_ring_at)
 
 
-def _message(row: RingRow) -> OutgoingMessage:
+def _message(row: RingRow, published_at: int) -> OutgoingMessage:
     body = {
         "id": row.id,
         "application": row.application,
@@ -233,6 +233,7 @@ def _message(row: RingRow) -> OutgoingMessage:
         "payload": row.payload,
         "target_ring_at": row.target_ring_at,
         "attempt": row.retry_times + 1,
+        "published_at": published_at,
     }
     return OutgoingMessage(
         message_id=str(row.id),

@@ -169,6 +169,25 @@ def test_message_from_body_uses_alarm_id_when_message_id_missing() -> None:
     assert message.target_ring_datetime.year == 2023
 
 
+def test_message_from_body_reads_published_at_when_the_server_sends_it() -> None:
+    sent = AlarmMessage.from_body(
+        json.loads(_ring_body(7, "billing", published_at=1_700_000_000_009)),
+        message_id="7",
+        redelivered=False,
+    )
+    assert sent.published_at == 1_700_000_000_009
+    older = AlarmMessage.from_body(
+        json.loads(_ring_body(7, "billing")), message_id="7", redelivered=False
+    )
+    assert older.published_at is None
+    with pytest.raises(ValueError, match="'published_at'"):
+        AlarmMessage.from_body(
+            json.loads(_ring_body(7, "billing", published_at="soon")),
+            message_id="7",
+            redelivered=False,
+        )
+
+
 def test_message_from_body_rejects_wrong_types() -> None:
     with pytest.raises(ValueError, match="'attempt'"):
         AlarmMessage.from_body(

@@ -78,6 +78,7 @@ def test_never_early_and_rung_exactly_at_the_target(store, fake_clock, publisher
         "payload": "p",
         "target_ring_at": target,
         "attempt": 1,
+        "published_at": target,
     }
 
 
