@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from sqlalchemy import delete
@@ -19,7 +20,12 @@ from clock_server.server import build
 from clock_server.settings import Settings
 from clock_server.store import AlarmStore
 from clock_server.testing import InMemoryPublisher, SettableClock
-from tests.support import AMQP_URL, delete_exchange, mariadb_database, unique
+from tests.support import AMQP_URL, Cluster, delete_exchange, mariadb_database, unique
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Fault cases stop the shared MariaDB and RabbitMQ: run them after everything else."""
+    items.sort(key=lambda item: item.get_closest_marker("fault") is not None)
 
 
 @pytest.fixture(scope="session")
@@ -130,3 +136,14 @@ def live_server() -> Iterator[LiveServer]:
             thread.join(10)
             runtime.stop()
             delete_exchange(exchange)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """clock-server processes on a fresh MariaDB database, with a collector on RabbitMQ."""
+    with mariadb_database() as url:
+        group = Cluster(url, tmp_path)
+        try:
+            yield group
+        finally:
+            group.close()

@@ -12,17 +12,20 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pika
 import requests
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.pool import NullPool
 
 from clock_server import migrate
 from clock_server.db import make_engine
+from clock_server.schema import clock
 
 MARIADB_URL = os.environ.get("CLOCK_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306")
 AMQP_URL = os.environ.get("CLOCK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -36,7 +39,8 @@ def unique(prefix: str = "t") -> str:
 def mariadb_database(prefix: str = "clock_test") -> Iterator[str]:
     """A fresh, migrated MariaDB database for the duration of the block."""
     name = unique(prefix + "_")
-    admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT")
+    # No pool: a test may restart MariaDB meanwhile, and the DROP needs a live connection.
+    admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     with admin.connect() as conn:
         conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
     url = f"{MARIADB_URL}/{name}"
@@ -67,12 +71,17 @@ class Delivery:
 
 @dataclass
 class Collector:
-    """Consumes clock.<application> with a real AMQP connection and keeps every delivery."""
+    """Consumes clock.<application> with a real AMQP connection and keeps every delivery.
+
+    When the broker goes away (stopped, restarted) it reconnects until it is back, so a
+    test can stop RabbitMQ under it; `reconnects` counts how often that happened.
+    """
 
     exchange: str
     application: str
     amqp_url: str = AMQP_URL
     deliveries: list[Delivery] = field(default_factory=list)
+    reconnects: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -86,41 +95,61 @@ class Collector:
             raise RuntimeError("collector did not connect to RabbitMQ")
         return self
 
+    @property
+    def queue(self) -> str:
+        return f"clock.{self.application}"
+
     def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._consume()
+            except (pika.exceptions.AMQPError, OSError):
+                with self._lock:
+                    self.reconnects += 1
+                self._stop.wait(0.2)
+
+    def _consume(self) -> None:
         connection = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
-        channel = connection.channel()
-        channel.exchange_declare(self.exchange, "direct", durable=True)
-        queue = f"clock.{self.application}"
-        channel.queue_declare(queue, durable=True)
-        channel.queue_bind(queue, self.exchange, routing_key=self.application)
-        channel.basic_qos(prefetch_count=500)
-        self._ready.set()
-        for method, props, body in channel.consume(queue, inactivity_timeout=0.05):
-            if self._stop.is_set():
-                break
-            if method is None:
-                continue
-            received = time.time_ns() // 1_000_000
-            with self._lock:
-                self.deliveries.append(
-                    Delivery(json.loads(body), props.message_id, received, method.redelivered)
-                )
-            channel.basic_ack(method.delivery_tag)
-        channel.cancel()
-        channel.queue_delete(queue)
-        connection.close()
+        try:
+            channel = connection.channel()
+            channel.exchange_declare(self.exchange, "direct", durable=True)
+            channel.queue_declare(self.queue, durable=True)
+            channel.queue_bind(self.queue, self.exchange, routing_key=self.application)
+            channel.basic_qos(prefetch_count=500)
+            self._ready.set()
+            for method, props, body in channel.consume(self.queue, inactivity_timeout=0.05):
+                if self._stop.is_set():
+                    break
+                if method is None:
+                    continue
+                received = time.time_ns() // 1_000_000
+                with self._lock:
+                    self.deliveries.append(
+                        Delivery(json.loads(body), props.message_id, received, method.redelivered)
+                    )
+                channel.basic_ack(method.delivery_tag)
+            channel.cancel()
+            channel.queue_delete(self.queue)
+        finally:
+            if connection.is_open:
+                connection.close()
 
     def ids(self) -> list[int]:
         with self._lock:
             return [d.body["id"] for d in self.deliveries]
 
+    def snapshot(self) -> list[Delivery]:
+        with self._lock:
+            return list(self.deliveries)
+
     def wait_for(self, count: int, timeout_s: float) -> bool:
+        """True once `count` distinct alarms arrived."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if len(self.ids()) >= count:
+            if len(set(self.ids())) >= count:
                 return True
             time.sleep(0.02)
-        return len(self.ids()) >= count
+        return len(set(self.ids())) >= count
 
     def stop(self) -> None:
         self._stop.set()
@@ -249,3 +278,100 @@ class TcpProxy:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
+
+
+class Cluster:
+    """clock-server processes sharing one database and one exchange, and a collector."""
+
+    def __init__(self, database_url: str, log_dir: Path) -> None:
+        self.database_url = database_url
+        self.exchange = unique("clock_test_")
+        self.application = unique("app")
+        self.log_dir = log_dir
+        self.servers: list[ServerProcess] = []
+        self.collector = Collector(self.exchange, self.application).start()
+
+    def server(self, name: str, amqp_url: str = AMQP_URL, **env: str) -> ServerProcess:
+        """A server (not started yet) with short windows and leases, fit for tests."""
+        settings = {
+            "CLOCK_DATABASE_URL": self.database_url,
+            "CLOCK_AMQP_URL": amqp_url,
+            "CLOCK_EXCHANGE": self.exchange,
+            "CLOCK_INSTANCE_ID": name,
+            "CLOCK_PRELOAD_WINDOW_S": "0.5",
+            "CLOCK_PRELOAD_INTERVAL_S": "0.1",
+            "CLOCK_LEASE_S": "2",
+            "CLOCK_RETRY_BASE_S": "0.2",
+            "CLOCK_RETRY_CAP_S": "0.5",
+            "CLOCK_SHUTDOWN_TIMEOUT_S": "5",
+            **env,
+        }
+        server = ServerProcess(settings, self.log_dir / f"{name}-{len(self.servers)}.log")
+        self.servers.append(server)
+        return server
+
+    def create_batch(
+        self,
+        server: ServerProcess,
+        count: int,
+        spread_ms: int,
+        offset_ms: int,
+        *,
+        cutoff_every: int = 0,
+        cutoff_ms: int = 0,
+    ) -> list[int]:
+        """`count` alarms due evenly over `spread_ms`, the first `offset_ms` from now.
+
+        With `cutoff_every` n, every n-th alarm gets latest_ring_at = target + `cutoff_ms`.
+        """
+        now = int(time.time() * 1000)
+        items = []
+        for i in range(count):
+            target = now + offset_ms + (i * spread_ms) // count
+            item = {
+                "application": self.application,
+                "business_id": f"b{i}",
+                "payload": f"p{i}",
+                "target_ring_at": target,
+            }
+            if cutoff_every and i % cutoff_every == 0:
+                item["latest_ring_at"] = target + cutoff_ms
+            items.append(item)
+        ids = []
+        for start in range(0, count, 1_000):
+            response = requests.post(
+                server.base_url + "/v1/alarms/batch",
+                json={"alarms": items[start : start + 1_000]},
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+            ids += [r["alarm"]["id"] for r in response.json()["results"] if r["status"] == 201]
+        assert len(ids) == count
+        return ids
+
+    def rows(self) -> list:
+        engine = make_engine(self.database_url, pool_size=1)
+        try:
+            with engine.connect() as conn:
+                return list(conn.execute(select(clock)).all())
+        finally:
+            engine.dispose()
+
+    def wait_all_rung(self, timeout_s: float = 5) -> list:
+        """The rows once every one is rung (a delivery can arrive before its row is updated)."""
+        return self.wait_rows(lambda row: row.status == "rung", timeout_s)
+
+    def wait_rows(self, settled: Callable[[Any], bool], timeout_s: float) -> list:
+        """The rows once `settled` holds for each, or as they are when time runs out."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rows = self.rows()
+            if all(settled(row) for row in rows) or time.monotonic() > deadline:
+                return rows
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.ensure_stopped()
+        self.collector.stop()
+        delete_exchange(self.exchange)

@@ -4,113 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
-from sqlalchemy import select
 
-from clock_server.db import make_engine
-from clock_server.schema import clock
-from tests.support import (
-    AMQP_URL,
-    Collector,
-    ServerProcess,
-    TcpProxy,
-    delete_exchange,
-    mariadb_database,
-    unique,
-)
+from tests.support import Cluster, TcpProxy
 
 pytestmark = [pytest.mark.process, pytest.mark.mariadb, pytest.mark.rabbitmq]
-
-
-class Cluster:
-    """Servers sharing one database and one exchange, plus a collector per application."""
-
-    def __init__(self, database_url: str, log_dir: Path) -> None:
-        self.database_url = database_url
-        self.exchange = unique("clock_test_")
-        self.application = unique("app")
-        self.log_dir = log_dir
-        self.servers: list[ServerProcess] = []
-        self.collector = Collector(self.exchange, self.application).start()
-
-    def server(self, name: str, amqp_url: str = AMQP_URL, **env: str) -> ServerProcess:
-        settings = {
-            "CLOCK_DATABASE_URL": self.database_url,
-            "CLOCK_AMQP_URL": amqp_url,
-            "CLOCK_EXCHANGE": self.exchange,
-            "CLOCK_INSTANCE_ID": name,
-            "CLOCK_PRELOAD_WINDOW_S": "0.5",
-            "CLOCK_PRELOAD_INTERVAL_S": "0.1",
-            "CLOCK_LEASE_S": "2",
-            "CLOCK_RETRY_BASE_S": "0.2",
-            "CLOCK_RETRY_CAP_S": "0.5",
-            "CLOCK_SHUTDOWN_TIMEOUT_S": "5",
-            **env,
-        }
-        server = ServerProcess(settings, self.log_dir / f"{name}.log")
-        self.servers.append(server)
-        return server
-
-    def create_batch(
-        self, server: ServerProcess, count: int, spread_ms: int, offset_ms: int
-    ) -> list[int]:
-        now = int(time.time() * 1000)
-        items = [
-            {
-                "application": self.application,
-                "business_id": f"b{i}",
-                "payload": f"p{i}",
-                "target_ring_at": now + offset_ms + (i * spread_ms) // count,
-            }
-            for i in range(count)
-        ]
-        ids = []
-        for start in range(0, count, 1_000):
-            response = requests.post(
-                server.base_url + "/v1/alarms/batch",
-                json={"alarms": items[start : start + 1_000]},
-                timeout=30,
-            )
-            assert response.status_code == 200
-            ids += [r["alarm"]["id"] for r in response.json()["results"] if r["status"] == 201]
-        assert len(ids) == count
-        return ids
-
-    def rows(self) -> list:
-        engine = make_engine(self.database_url, pool_size=1)
-        with engine.connect() as conn:
-            rows = conn.execute(select(clock)).all()
-        engine.dispose()
-        return rows
-
-    def wait_all_rung(self, timeout_s: float = 5) -> list:
-        """The rows once every one is rung (a delivery can arrive before its row is updated)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            rows = self.rows()
-            if all(row.status == "rung" for row in rows) or time.monotonic() > deadline:
-                return rows
-            time.sleep(0.05)
-
-    def close(self) -> None:
-        for server in self.servers:
-            server.ensure_stopped()
-        self.collector.stop()
-        delete_exchange(self.exchange)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    with mariadb_database() as url:
-        group = Cluster(url, tmp_path)
-        try:
-            yield group
-        finally:
-            group.close()
 
 
 def assert_rang_on_time(cluster: Cluster, ids: list[int]) -> None:
@@ -163,25 +64,6 @@ def test_two_servers_share_the_work_without_double_rings(cluster: Cluster):
     assert sorted(delivered) == sorted(ids)
     assert_rang_on_time(cluster, ids)
     assert b.process is not None and a.process is not None
-
-
-def test_a_killed_server_is_replaced_within_the_lease(cluster: Cluster):
-    victim = cluster.server("victim", CLOCK_PRELOAD_WINDOW_S="1").start()
-    ids = cluster.create_batch(victim, 500, spread_ms=200, offset_ms=800)
-    deadline = time.monotonic() + 5
-    while not any(row.claimed_by == "victim" for row in cluster.rows()):
-        assert time.monotonic() < deadline, "the victim never claimed anything"
-        time.sleep(0.02)
-    victim.kill()
-    killed_at = int(time.time() * 1000)
-    cluster.server("survivor").start()
-    assert cluster.collector.wait_for(500, 8)
-    delivered = cluster.collector.ids()
-    assert set(delivered) == set(ids)
-    assert len(delivered) - len(set(delivered)) <= 1_000  # at most one in-flight batch again
-    last = max(d.received_ms for d in cluster.collector.deliveries)
-    assert last <= killed_at + 2_000 + 1_500  # lease + start-up of the survivor
-    assert_rang_on_time(cluster, ids)
 
 
 @pytest.mark.parametrize("web_processes", ["1", "2"])

@@ -1,0 +1,221 @@
+"""Each case: a few thousand alarms due over a few seconds, one real fault, every alarm judged.
+
+Judged by id (tests/faults/harness.py `judge`): rung and delivered, or expired by its own
+cutoff; never published or received before its target; never published after its
+latest_ring_at; nothing left pending; duplicate publishes counted and bounded by what the
+fault could have caught in flight.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+
+from tests.faults.harness import MariaDB, RabbitMQ, Writer, judge
+from tests.support import Cluster
+
+pytestmark = [
+    pytest.mark.fault,
+    pytest.mark.process,
+    pytest.mark.mariadb,
+    pytest.mark.rabbitmq,
+    pytest.mark.timeout(180),
+]
+
+LANES, RING_BATCH, LEASE_S = 4, 100, 2
+# Small ring batches, so that "at most what was in flight" is a bound well below the total.
+IN_FLIGHT = LANES * RING_BATCH
+ENGINE = {
+    "CLOCK_RING_LANES": str(LANES),
+    "CLOCK_RING_BATCH": str(RING_BATCH),
+    "CLOCK_LEASE_S": str(LEASE_S),
+    "CLOCK_PRELOAD_WINDOW_S": "1",
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def report(name: str, text: str) -> None:
+    print(f"\n[{name}] {text}")
+
+
+def test_a_server_killed_while_ringing_and_restarted_delivers_everything(cluster: Cluster):
+    victim = cluster.server("ringer", **ENGINE).start()
+    ids = cluster.create_batch(
+        victim, 3_000, spread_ms=3_000, offset_ms=1_000, cutoff_every=3, cutoff_ms=60_000
+    )
+    assert cluster.collector.wait_for(1_000, 10), "the server did not start ringing"
+    victim.kill()
+    killed_at = now_ms()
+    assert len(set(cluster.collector.ids())) < 3_000, "everything rang before the kill"
+    # Restarted as a process manager would: same instance id, its old claims wait out the lease.
+    cluster.server("ringer", **ENGINE).start()
+    assert cluster.collector.wait_for(3_000, 20)
+    rows = cluster.wait_all_rung()
+    verdict = judge(ids, rows, cluster.collector.snapshot())
+    report("SIGKILL + restart", verdict.summary())
+    verdict.assert_sound(max_duplicates=IN_FLIGHT)
+    # Only a batch in flight at the kill rings twice: its first copy arrived by then.
+    assert all(verdict.first_received[i] <= killed_at + 500 for i in verdict.duplicated_ids)
+    # Due before the restart: late by at most the lease plus the restart; none lost.
+    worst = max(verdict.first_received[row.id] - row.target_ring_at for row in rows)
+    assert worst <= LEASE_S * 1000 + 5_000
+
+
+def test_the_survivor_takes_over_a_killed_servers_claims_within_the_lease(cluster: Cluster):
+    victim = cluster.server("victim", **ENGINE).start()
+    cluster.server("survivor", **ENGINE).start()
+    ids = cluster.create_batch(victim, 3_000, spread_ms=3_000, offset_ms=1_500)
+    deadline = time.monotonic() + 10
+    while not (
+        len(set(cluster.collector.ids())) > 500
+        and any(row.claimed_by == "victim" and row.status == "pending" for row in cluster.rows())
+    ):
+        assert time.monotonic() < deadline, "the victim never held claims while ringing"
+        time.sleep(0.05)
+    victim.kill()
+    killed_at = now_ms()
+    orphaned = {
+        row.id for row in cluster.rows() if row.claimed_by == "victim" and row.status == "pending"
+    }
+    assert orphaned
+    assert cluster.collector.wait_for(3_000, 15)
+    rows = cluster.wait_all_rung()
+    verdict = judge(ids, rows, cluster.collector.snapshot())
+    report("two servers, one SIGKILLed", f"{len(orphaned)} orphaned claims; {verdict.summary()}")
+    verdict.assert_sound(max_duplicates=IN_FLIGHT)
+    taken_over = max(verdict.first_received[i] for i in orphaned)
+    assert taken_over <= killed_at + LEASE_S * 1000 + 1_000, "not taken over within the lease"
+    assert {row.claimed_by for row in rows if row.id in orphaned} == {None}
+
+
+def test_rabbitmq_stopped_for_ten_seconds_delays_alarms_and_loses_none(
+    cluster: Cluster, rabbitmq: RabbitMQ
+):
+    server = cluster.server(
+        "patient",
+        CLOCK_RETRY_BASE_S="0.2",
+        CLOCK_RETRY_CAP_S="1",
+        CLOCK_RETRY_MAX="60",
+        **ENGINE,
+    ).start()
+    # Every fourth alarm may ring at most 3 s late: those due early in the outage expire.
+    ids = cluster.create_batch(
+        server, 2_000, spread_ms=4_000, offset_ms=1_000, cutoff_every=4, cutoff_ms=3_000
+    )
+    assert cluster.collector.wait_for(200, 10), "the server did not start ringing"
+    with rabbitmq.down():
+        stopped_at = now_ms()
+        time.sleep(2)
+        health = requests.get(server.base_url + "/healthz", timeout=5)
+        assert health.status_code == 503 and health.json()["broker"] == "down"
+        time.sleep(8)
+        restart_at = now_ms()
+    back_at = now_ms()
+    rows = cluster.wait_rows(lambda row: row.status != "pending", 30)
+    rung = sum(row.status == "rung" for row in rows)
+    assert cluster.collector.wait_for(rung, 15)
+    verdict = judge(ids, rows, cluster.collector.snapshot())
+    report(
+        "RabbitMQ stopped 10 s",
+        f"{verdict.summary()}; collector reconnected {cluster.collector.reconnects} times",
+    )
+    # A publish the broker took just as it stopped, unconfirmed, is published again.
+    verdict.assert_sound(max_duplicates=IN_FLIGHT)
+    assert verdict.statuses["dead"] == 0
+    expired = [row for row in rows if row.status == "expired"]
+    assert expired, "no cutoff passed during the outage"
+    # Expired only once its own cutoff had passed (a retry may find it so after the outage).
+    too_soon = [
+        row
+        for row in expired
+        if row.latest_ring_at is None or row.update_time <= row.latest_ring_at
+    ]
+    assert not too_soon, f"expired before the cutoff: {too_soon[:5]}"
+    due_in_outage = [
+        row
+        for row in rows
+        if row.status == "rung" and stopped_at + 500 < row.target_ring_at < back_at - 1_500
+    ]
+    assert due_in_outage, "no alarm fell due while the broker was away"
+    assert all(row.retry_times >= 1 for row in due_in_outage), "retries not recorded"
+    assert all(row.rung_at >= restart_at for row in due_in_outage)
+    assert server.process is not None and server.process.poll() is None
+
+
+def test_mariadb_stopped_while_the_api_takes_writes_and_the_engine_rings(
+    cluster: Cluster, mariadb: MariaDB
+):
+    server = cluster.server("steady", **ENGINE).start()
+    ids = cluster.create_batch(server, 2_000, spread_ms=6_000, offset_ms=1_000)
+    with Writer(server, cluster.application) as writer:
+        time.sleep(1.5)
+        with mariadb.down():
+            time.sleep(1)
+            health = requests.get(server.base_url + "/healthz", timeout=5)
+            assert health.status_code == 503 and health.json()["database"] == "down"
+            time.sleep(2)
+        back_at = now_ms()
+        deadline = time.monotonic() + 15
+        while not any(a.status == 201 and a.at_ms > back_at for a in list(writer.answers)):
+            assert time.monotonic() < deadline, "the API did not recover by itself"
+            time.sleep(0.05)
+        recovered_in = min(a.at_ms for a in writer.answers if a.status == 201 and a.at_ms > back_at)
+        time.sleep(1)
+    assert server.process is not None and server.process.poll() is None, "the server died"
+    statuses = writer.statuses()
+    assert set(statuses) <= {201, 503}, f"answers other than 201 and 503: {statuses}"
+    assert statuses[503] > 0, "no request fell in the outage"
+    assert all(a.body["error"]["code"] == "unavailable" for a in writer.refused())
+    stored = set(ids + writer.stored_ids())
+    rows = cluster.wait_rows(lambda row: row.status != "pending", 20)
+    assert cluster.collector.wait_for(len(rows), 15)
+    found = {row.id for row in rows}
+    assert stored <= found, f"answered 201 but not stored: {sorted(stored - found)[:10]}"
+    # A 503 may still have stored its alarm (committed just as the connection died); a
+    # client's retry with the same business_id then gets 200 and the stored alarm.
+    verdict = judge(found, rows, cluster.collector.snapshot())
+    report(
+        "MariaDB stopped 3 s",
+        f"{statuses[201]} creates answered 201, {statuses[503]} answered 503 "
+        f"({len(found - stored)} of those stored all the same); first 201 "
+        f"{recovered_in - back_at} ms after MariaDB answered again; {verdict.summary()}",
+    )
+    # A batch published just before its commit was cut off is published again.
+    verdict.assert_sound(max_duplicates=IN_FLIGHT)
+    assert verdict.statuses["rung"] == len(found)
+    # Once MariaDB is back the engine rings on time again, without a restart.
+    after = [row for row in rows if row.target_ring_at > back_at + 1_000]
+    assert after, "nothing fell due after the recovery"
+    worst = max(verdict.first_received[row.id] - row.target_ring_at for row in after)
+    report(
+        "MariaDB stopped 3 s", f"due 1 s after the recovery: {len(after)}, worst {worst} ms late"
+    )
+    assert worst < 1_000
+
+
+def test_sigterm_while_ringing_exits_promptly_and_leaves_no_claim(cluster: Cluster):
+    leaving = cluster.server("leaving", **ENGINE).start()
+    ids = cluster.create_batch(leaving, 3_000, spread_ms=4_000, offset_ms=1_000)
+    assert cluster.collector.wait_for(800, 10), "the server did not start ringing"
+    started = time.monotonic()
+    assert leaving.terminate(timeout_s=20) == 0
+    exit_s = time.monotonic() - started
+    assert exit_s < 5 + 2, "slower than CLOCK_SHUTDOWN_TIMEOUT_S and a margin"
+    left = cluster.rows()
+    assert not [row.id for row in left if row.claimed_by == "leaving"]
+    assert {row.status for row in left} <= {"rung", "pending"}
+    rung_before = sum(row.status == "rung" for row in left)
+    assert 0 < rung_before < 3_000
+    cluster.server("successor", **ENGINE).start()
+    assert cluster.collector.wait_for(3_000, 15)
+    verdict = judge(ids, cluster.wait_all_rung(), cluster.collector.snapshot())
+    report(
+        "SIGTERM while ringing",
+        f"exited in {exit_s:.2f} s with {rung_before} rung; {verdict.summary()}",
+    )
+    verdict.assert_sound(max_duplicates=0)
