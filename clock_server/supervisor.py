@@ -73,6 +73,7 @@ class Supervisor:
             "CLOCK_WORKER_LISTEN_FD": str(listener.fileno()),
             "CLOCK_WORKER_NOTIFY_FD": str(write_fd),
             "CLOCK_WORKER_STATUS_FILE": str(self.status.path),
+            "CLOCK_WORKER_SUPERVISOR_PID": str(os.getpid()),
         }
         return subprocess.Popen(
             [sys.executable, "-m", "clock_server.webworker"],

@@ -26,6 +26,8 @@ def main() -> int:
 
     settings = Settings.from_env(migrate_on_start=False)
     configure_logging(settings.log_level)
+    # Not os.getppid(): the supervisor may already be gone, and then that is init.
+    _exit_with_parent(int(os.environ["CLOCK_WORKER_SUPERVISOR_PID"]))
     # When the machine is saturated, the engine process (ringing on time) goes first.
     os.nice(settings.web_nice)
     listener = socket.socket(fileno=int(os.environ["CLOCK_WORKER_LISTEN_FD"]))
@@ -39,7 +41,6 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; Ctrl-C reaches it
-    _exit_with_parent(os.getppid())
     server.run()
     server.close()
     store.engine.dispose()

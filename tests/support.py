@@ -55,6 +55,15 @@ def mariadb_database(prefix: str = "clock_test") -> Iterator[str]:
         admin.dispose()
 
 
+def running(pid: int) -> bool:
+    """True while the process exists and has not exited (an unreaped zombie has exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import requests
 
-from tests.support import Cluster, TcpProxy
+from tests.support import Cluster, TcpProxy, running
 
 pytestmark = [pytest.mark.process, pytest.mark.mariadb, pytest.mark.rabbitmq]
 
@@ -88,7 +87,7 @@ def test_sigterm_hands_every_claim_back(cluster: Cluster, web_processes: str):
     started = time.monotonic()
     assert server.terminate(timeout_s=15) == 0
     assert time.monotonic() - started < 10
-    assert all(not Path(f"/proc/{pid}").exists() for pid in workers)  # none outlives the server
+    assert not any(running(pid) for pid in workers)  # none outlives the server
     rows = cluster.rows()
     assert all(row.claimed_by is None and row.next_try_time == row.target_ring_at for row in rows)
     assert all(row.status == "pending" for row in rows)
@@ -104,7 +103,7 @@ def test_web_workers_stop_when_their_supervisor_is_killed(cluster: Cluster):
     assert len(workers) == 2
     server.kill()
     deadline = time.monotonic() + 5
-    while any(Path(f"/proc/{pid}").exists() for pid in workers):
+    while any(running(pid) for pid in workers):
         assert time.monotonic() < deadline, "web workers outlived their supervisor"
         time.sleep(0.05)
 
