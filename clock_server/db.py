@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, create_engine, event
@@ -14,6 +15,7 @@ class Capabilities:
 
     row_locks: bool  # SELECT ... FOR UPDATE (MySQL/MariaDB); SQLite locks the whole file
     skip_locked: bool  # FOR UPDATE SKIP LOCKED (MySQL 8, MariaDB 10.6)
+    insert_returning: bool  # INSERT ... RETURNING (MariaDB 10.5, SQLite 3.35; not MySQL)
 
 
 def make_engine(url: str, pool_size: int = 20) -> Engine:
@@ -36,18 +38,26 @@ def make_engine(url: str, pool_size: int = 20) -> Engine:
 
 def capabilities(engine: Engine) -> Capabilities:
     if engine.dialect.name == "sqlite":
-        return Capabilities(row_locks=False, skip_locked=False)
+        return Capabilities(
+            row_locks=False,
+            skip_locked=False,
+            insert_returning=sqlite3.sqlite_version_info >= (3, 35),
+        )
     with engine.connect() as conn:
-        version = conn.exec_driver_sql("SELECT VERSION()").scalar_one()
-    return Capabilities(row_locks=True, skip_locked=_supports_skip_locked(str(version)))
+        version = str(conn.exec_driver_sql("SELECT VERSION()").scalar_one())
+    mariadb = "mariadb" in version.lower()
+    release = _release(version)
+    return Capabilities(
+        row_locks=True,
+        skip_locked=release >= (10, 6) if mariadb else release >= (8, 0),
+        insert_returning=mariadb and release >= (10, 5),
+    )
 
 
-def _supports_skip_locked(version: str) -> bool:
+def _release(version: str) -> tuple[int, int]:
     numbers = [int(part) for part in version.split("-")[0].split(".")[:2] if part.isdigit()]
     major, minor = [*numbers, 0, 0][:2]
-    if "mariadb" in version.lower():
-        return (major, minor) >= (10, 6)
-    return major >= 8
+    return major, minor
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -101,28 +101,76 @@ class AlarmStore:
     def create_many(self, items: Sequence[NewAlarm], now_ms: int) -> list[tuple[Alarm, bool]]:
         """Insert many alarms in one transaction; keys that already exist are left unchanged.
 
-        Returns, per item and in order, the stored alarm and whether this call inserted it.
+        Returns, per item and in order, the stored alarm and whether this call inserted it
+        (a key repeated within `items` is inserted once, by its first occurrence).
         """
         keys = [(item.application, item.business_id) for item in items]
-        with translate_errors():
-            with self.engine.begin() as conn:
-                existing = self._ids_by_key(conn, set(keys))
-                fresh: dict[tuple[str, str], NewAlarm] = {}
-                for key, item in zip(keys, items, strict=True):
-                    if key not in existing and key not in fresh:
-                        fresh[key] = item
-                if fresh:
-                    rows = [_insert_values(item, now_ms) for item in fresh.values()]
-                    conn.execute(insert(clock).prefix_with(self._ignore_prefix()), rows)
-            stored = self._alarms_by_key(set(keys))
-        results: list[tuple[Alarm, bool]] = []
-        claimed: set[tuple[str, str]] = set()
+        values: dict[tuple[str, str], dict[str, Any]] = {}
         for key, item in zip(keys, items, strict=True):
-            alarm = stored[key]
-            created = key in fresh and key not in claimed and _matches(alarm, item, now_ms)
-            claimed.add(key)
-            results.append((alarm, created))
+            if key not in values:
+                values[key] = _insert_values(item, now_ms)
+        with translate_errors():
+            if self.caps.insert_returning:
+                inserted = self._insert_returning(list(values.values()))
+            else:
+                inserted = self._insert_then_find(values, now_ms)
+            stored = {key: _alarm_from_values(inserted[key], values[key]) for key in inserted}
+            stored.update(self._alarms_by_key(set(values) - set(inserted)))
+        results: list[tuple[Alarm, bool]] = []
+        for key in keys:
+            results.append((stored[key], inserted.pop(key, None) is not None))
         return results
+
+    def _insert_returning(self, rows: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+        """INSERT IGNORE ... RETURNING (MariaDB 10.5+, SQLite 3.35+): the rows that went in.
+
+        One statement written out here rather than an executemany of insert(clock): turning
+        1,000 parameter dicts into a statement through SQLAlchemy took about a third of the
+        batch endpoint's CPU.
+        """
+        inserted: dict[tuple[str, str], int] = {}
+        with self.engine.begin() as conn:
+            for page in _pages(rows):
+                statement = self._returning_insert_sql(len(page))
+                params = tuple(row[column] for row in page for column in _INSERT_COLUMNS)
+                for r in conn.exec_driver_sql(statement, params):
+                    inserted[(r.application, r.business_id)] = r.id
+        return inserted
+
+    def _returning_insert_sql(self, count: int) -> str:
+        dialect = self.engine.dialect
+        quote = dialect.identifier_preparer.quote
+        marker = "?" if dialect.paramstyle == "qmark" else "%s"
+        row = "(" + ", ".join([marker] * len(_INSERT_COLUMNS)) + ")"
+        return (
+            f"INSERT {self._ignore_prefix()} INTO {quote(clock.name)} "
+            f"({', '.join(quote(column) for column in _INSERT_COLUMNS)}) "
+            f"VALUES {', '.join([row] * count)} "
+            f"RETURNING {quote('id')}, {quote('application')}, {quote('business_id')}"
+        )
+
+    def _insert_then_find(
+        self, values: dict[tuple[str, str], dict[str, Any]], now_ms: int
+    ) -> dict[tuple[str, str], int]:
+        """Without RETURNING (MySQL): look the keys up before and after an INSERT IGNORE."""
+        with self.engine.begin() as conn:
+            existing = self._ids_by_key(conn, set(values))
+            fresh = {key: row for key, row in values.items() if key not in existing}
+            if not fresh:
+                return {}
+            result = conn.execute(
+                insert(clock).prefix_with(self._ignore_prefix()), list(fresh.values())
+            )
+            every_row_went_in = result.rowcount == len(fresh)
+            ids = self._ids_by_key(conn, set(fresh))
+        if every_row_went_in:
+            return ids
+        # A concurrent request inserted some of these keys between the two steps: ours are
+        # the rows that hold exactly what this call wrote.
+        found = self._alarms_by_key(set(fresh))
+        return {
+            key: alarm.id for key, alarm in found.items() if _matches(alarm, fresh[key], now_ms)
+        }
 
     def get(self, application: str, business_id: str) -> Alarm:
         with translate_errors(), self.engine.connect() as conn:
@@ -230,6 +278,8 @@ class AlarmStore:
 
     def _alarms_by_key(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Alarm]:
         found: dict[tuple[str, str], Alarm] = {}
+        if not keys:
+            return found
         with self.engine.connect() as conn:
             for chunk in chunks(sorted(keys), 500):
                 query = select(*_ALARM_COLUMNS).where(
@@ -238,6 +288,42 @@ class AlarmStore:
                 for row in conn.execute(query):
                     found[(row.application, row.business_id)] = alarm_from_row(row)
         return found
+
+
+_INSERT_COLUMNS = (
+    "application",
+    "business_id",
+    "payload",
+    "target_ring_at",
+    "latest_ring_at",
+    "next_try_time",
+    "retry_times",
+    "status",
+    "version",
+    "create_time",
+    "update_time",
+)
+
+
+# Keeps one INSERT well under MariaDB's max_allowed_packet (16 MiB by default) and SQLite's
+# 32,766 parameters, whatever the payloads and CLOCK_BATCH_MAX_ITEMS.
+_PAGE_BYTES = 1_000_000
+_PAGE_ROWS = 1_000
+_ROW_OVERHEAD_BYTES = 256
+
+
+def _pages(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    page: list[dict[str, Any]] = []
+    size = 0
+    for row in rows:
+        row_size = _ROW_OVERHEAD_BYTES + 4 * (len(row["payload"]) + len(row["business_id"]))
+        if page and (size + row_size > _PAGE_BYTES or len(page) == _PAGE_ROWS):
+            yield page
+            page, size = [], 0
+        page.append(row)
+        size += row_size
+    if page:
+        yield page
 
 
 def _insert_values(new: NewAlarm, now_ms: int) -> dict[str, Any]:
@@ -273,12 +359,11 @@ def _alarm_from_values(alarm_id: int, values: dict[str, Any]) -> Alarm:
     )
 
 
-def _matches(alarm: Alarm, item: NewAlarm, now_ms: int) -> bool:
-    # A concurrent request may have inserted the same key between our check and insert.
+def _matches(alarm: Alarm, values: dict[str, Any], now_ms: int) -> bool:
     return (
         alarm.created_at == now_ms
-        and alarm.payload == item.payload
-        and (alarm.target_ring_at == item.target_ring_at)
+        and alarm.payload == values["payload"]
+        and alarm.target_ring_at == values["target_ring_at"]
     )
 
 

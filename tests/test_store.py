@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
@@ -58,7 +59,16 @@ def test_concurrent_duplicate_creates_make_one_alarm(store: AlarmStore):
     assert len(store.list("app", None, 100, None)) == 1
 
 
-def test_create_many_reports_each_item(store: AlarmStore):
+@pytest.fixture(params=["returning", "lookup"])
+def batch_store(request: pytest.FixtureRequest, store: AlarmStore, monkeypatch) -> AlarmStore:
+    """The store with INSERT ... RETURNING (MariaDB, SQLite) and without it (as on MySQL)."""
+    if request.param == "lookup":
+        monkeypatch.setattr(store, "_caps", replace(store.caps, insert_returning=False))
+    return store
+
+
+def test_create_many_reports_each_item(batch_store: AlarmStore):
+    store = batch_store
     existing, _ = store.create(new("b0"), NOW)
     items = [new("b0"), new("b1"), new("b2"), new("b1", payload="dup")]
     results = store.create_many(items, NOW + 1)
@@ -66,6 +76,34 @@ def test_create_many_reports_each_item(store: AlarmStore):
     assert results[0][0] == existing
     assert results[1][0].id == results[3][0].id
     assert results[3][0].payload == "p"
+    assert results[1][0] == store.get("app", "b1")  # built from what was sent, as stored
+    assert results[2][0] == store.get("app", "b2")
+
+
+def test_concurrent_batches_with_the_same_keys_create_each_alarm_once(batch_store: AlarmStore):
+    items = [new(f"k{i}") for i in range(50)]
+    with ThreadPoolExecutor(4) as pool:
+        batches = list(pool.map(lambda n: batch_store.create_many(items, NOW + n), range(4)))
+    for position in range(50):
+        outcomes = [batch[position] for batch in batches]
+        assert sum(created for _, created in outcomes) == 1
+        assert len({alarm.id for alarm, _ in outcomes}) == 1
+    assert len(batch_store.list("app", None, 100, None)) == 50
+
+
+def test_a_batch_of_large_payloads_is_stored_whole(batch_store: AlarmStore):
+    # 300 x 64 KiB: 19 MiB, more than MariaDB takes in one statement by default (16 MiB).
+    payloads = {f"big{i}": chr(0x1F600 + i % 64) * 16_384 for i in range(300)}
+    results = batch_store.create_many([new(k, payload=v) for k, v in payloads.items()], NOW)
+    assert all(created for _, created in results)
+    assert {k: batch_store.get("app", k).payload for k in payloads} == payloads
+
+
+def test_a_batch_of_known_keys_changes_nothing(batch_store: AlarmStore):
+    first = batch_store.create_many([new("a"), new("b")], NOW)
+    again = batch_store.create_many([new("a", payload="other"), new("b")], NOW + 5)
+    assert [created for _, created in again] == [False, False]
+    assert [alarm for alarm, _ in again] == [alarm for alarm, _ in first]
 
 
 def test_get_unknown_is_not_found(store: AlarmStore):

@@ -57,15 +57,17 @@ def create_alarms() -> tuple[Response, int]:
             results.append({"status": status_for(error), **error_body(error)})
     stored = iter(svc.store.create_many(valid, now_ms) if valid else [])
     earliest: int | None = None
+    created_count = 0
     for index, result in enumerate(results):
         if result is None:
             alarm, created = next(stored)
             results[index] = {"status": 201 if created else 200, "alarm": alarm.to_json()}
             if created:
-                svc.metrics.created.inc()
+                created_count += 1
                 earliest = (
                     alarm.next_try_time if earliest is None else min(earliest, alarm.next_try_time)
                 )
+    svc.metrics.created.inc(created_count)
     if earliest is not None and svc.engine is not None:
         svc.engine.notify_due(earliest)
     return jsonify({"results": results}), 200
