@@ -334,10 +334,10 @@ class Cluster:
         With `cutoff_every` n, every n-th alarm gets latest_ring_at = target + `cutoff_ms`.
         """
         now = int(time.time() * 1000)
-        items = []
+        items: list[dict[str, Any]] = []
         for i in range(count):
             target = now + offset_ms + (i * spread_ms) // count
-            item = {
+            item: dict[str, Any] = {
                 "application": self.application,
                 "business_id": f"b{i}",
                 "payload": f"p{i}",

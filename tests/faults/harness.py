@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +25,7 @@ def _succeeds(*command: str) -> bool:
     return subprocess.run(command, capture_output=True, timeout=30).returncode == 0
 
 
-def _wait(condition: Any, timeout_s: float, what: str) -> None:
+def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
