@@ -59,8 +59,9 @@ def test_a_server_killed_while_ringing_and_restarted_delivers_everything(cluster
     verdict = judge(ids, rows, cluster.collector.snapshot())
     report("SIGKILL + restart", verdict.summary())
     verdict.assert_sound(max_duplicates=IN_FLIGHT)
-    # Only a batch in flight at the kill rings twice: its first copy arrived by then.
-    assert all(verdict.first_received[i] <= killed_at + 500 for i in verdict.duplicated_ids)
+    # Only a batch in flight at the kill rings twice: its first copy arrived by then (give or
+    # take the broker's delivery), while copies from the restarted server come a lease later.
+    assert all(verdict.first_received[i] <= killed_at + 1_000 for i in verdict.duplicated_ids)
     # Due before the restart: late by at most the lease plus the restart; none lost.
     worst = max(verdict.first_received[row.id] - row.target_ring_at for row in rows)
     assert worst <= LEASE_S * 1000 + 5_000
