@@ -461,10 +461,13 @@ def test_live_create_is_idempotent(live: ClockClient) -> None:
 
 def test_live_create_with_delay(live: ClockClient) -> None:
     before = _now_ms()
-    alarm = live.create(_app(), "d", "p", delay=timedelta(minutes=1))
+    app = _app()
+    alarm = live.create(app, "d", "p", delay=timedelta(minutes=1))
     after = _now_ms()
     assert before + 60_000 <= alarm.target_ring_at <= after + 60_000
     assert alarm.latest_ring_at is None and alarm.rung_at is None and alarm.retry_times == 0
+    # Due while the session's server still runs: it would ring into a queue nobody deletes.
+    assert live.cancel(app, "d").status == "cancelled"
 
 
 def test_live_batch_create_with_one_bad_item(live: ClockClient) -> None:
