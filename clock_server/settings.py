@@ -19,6 +19,9 @@ def _default_instance_id() -> str:
     return f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
+PAYLOAD_LIMIT_BYTES = 8 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the service. Each field is read from CLOCK_<FIELD NAME IN UPPER CASE>."""
@@ -87,6 +90,12 @@ class Settings:
                 raise ConfigError(f"CLOCK_{name.upper()} must be positive", field=name)
         if self.retry_max < 0:
             raise ConfigError("CLOCK_RETRY_MAX must be 0 or more", field="retry_max")
+        if self.payload_max_bytes > PAYLOAD_LIMIT_BYTES:
+            raise ConfigError(
+                f"CLOCK_PAYLOAD_MAX_BYTES must be at most {PAYLOAD_LIMIT_BYTES} (8 MiB): one "
+                "alarm must fit in one statement under MariaDB's default max_allowed_packet",
+                field="payload_max_bytes",
+            )
         if not 0 <= self.web_nice <= 19:
             raise ConfigError("CLOCK_WEB_NICE must be from 0 to 19", field="web_nice")
         if not 0 <= self.ring_lead_ms <= 1_000:

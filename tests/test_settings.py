@@ -1,0 +1,32 @@
+"""Settings refuse values the service could not honour, naming the variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from clock_server.errors import ConfigError
+from clock_server.settings import PAYLOAD_LIMIT_BYTES, Settings
+
+
+def test_the_defaults_are_valid():
+    settings = Settings()
+    assert settings.payload_max_bytes == 65_536 and settings.lease_ms == 30_000
+
+
+@pytest.mark.parametrize(
+    ("changes", "variable"),
+    [
+        ({"payload_max_bytes": PAYLOAD_LIMIT_BYTES + 1}, "CLOCK_PAYLOAD_MAX_BYTES"),
+        ({"payload_max_bytes": 0}, "CLOCK_PAYLOAD_MAX_BYTES"),
+        ({"lease_s": 1.0, "preload_window_s": 1.0}, "CLOCK_LEASE_S"),
+        ({"retry_base_s": 2.0, "retry_cap_s": 1.0}, "CLOCK_RETRY_CAP_S"),
+        ({"web_nice": 20}, "CLOCK_WEB_NICE"),
+    ],
+)
+def test_impossible_values_are_refused_by_name(changes: dict, variable: str):
+    with pytest.raises(ConfigError, match=variable):
+        Settings(**changes)
+
+
+def test_the_largest_payload_setting_is_accepted():
+    assert Settings(payload_max_bytes=PAYLOAD_LIMIT_BYTES).payload_max_bytes == PAYLOAD_LIMIT_BYTES
