@@ -19,7 +19,7 @@ def _default_instance_id() -> str:
     return f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-PAYLOAD_LIMIT_BYTES = 8 * 1024 * 1024
+PAYLOAD_LIMIT_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,8 @@ class Settings:
             raise ConfigError("CLOCK_RETRY_MAX must be 0 or more", field="retry_max")
         if self.payload_max_bytes > PAYLOAD_LIMIT_BYTES:
             raise ConfigError(
-                f"CLOCK_PAYLOAD_MAX_BYTES must be at most {PAYLOAD_LIMIT_BYTES} (8 MiB): one "
-                "alarm must fit in one statement under MariaDB's default max_allowed_packet",
+                f"CLOCK_PAYLOAD_MAX_BYTES must be at most {PAYLOAD_LIMIT_BYTES} (4 MiB): an "
+                "alarm, escaped, must fit one statement within MariaDB's max_allowed_packet",
                 field="payload_max_bytes",
             )
         if not 0 <= self.web_nice <= 19:
