@@ -131,20 +131,21 @@ class AlarmStore:
         inserted: dict[tuple[str, str], int] = {}
         with self.engine.begin() as conn:
             for page in _pages(rows):
-                statement = self._returning_insert_sql(len(page))
-                params = tuple(row[column] for row in page for column in _INSERT_COLUMNS)
+                statement = self._returning_insert_sql(tuple(page[0]), len(page))
+                params = tuple(value for row in page for value in row.values())
                 for r in conn.exec_driver_sql(statement, params):
                     inserted[(r.application, r.business_id)] = r.id
         return inserted
 
-    def _returning_insert_sql(self, count: int) -> str:
+    def _returning_insert_sql(self, columns: tuple[str, ...], count: int) -> str:
+        """For `count` rows of `columns`, in the order of `_insert_values`."""
         dialect = self.engine.dialect
         quote = dialect.identifier_preparer.quote
         marker = "?" if dialect.paramstyle == "qmark" else "%s"
-        row = "(" + ", ".join([marker] * len(_INSERT_COLUMNS)) + ")"
+        row = "(" + ", ".join([marker] * len(columns)) + ")"
         return (
             f"INSERT {self._ignore_prefix()} INTO {quote(clock.name)} "
-            f"({', '.join(quote(column) for column in _INSERT_COLUMNS)}) "
+            f"({', '.join(quote(column) for column in columns)}) "
             f"VALUES {', '.join([row] * count)} "
             f"RETURNING {quote('id')}, {quote('application')}, {quote('business_id')}"
         )
@@ -288,21 +289,6 @@ class AlarmStore:
                 for row in conn.execute(query):
                     found[(row.application, row.business_id)] = alarm_from_row(row)
         return found
-
-
-_INSERT_COLUMNS = (
-    "application",
-    "business_id",
-    "payload",
-    "target_ring_at",
-    "latest_ring_at",
-    "next_try_time",
-    "retry_times",
-    "status",
-    "version",
-    "create_time",
-    "update_time",
-)
 
 
 # Keeps one INSERT well under MariaDB's max_allowed_packet (16 MiB by default) and SQLite's

@@ -43,7 +43,26 @@ START_MARIADB = [
 ]
 
 
-class MariaDB:
+class Service:
+    """A server of the machine that a case stops and starts again."""
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    @contextmanager
+    def down(self) -> Iterator[None]:
+        """Stopped for the block, started again however the block ends."""
+        self.stop()
+        try:
+            yield
+        finally:
+            self.start()
+
+
+class MariaDB(Service):
     """The machine's MariaDB server, stopped with `mariadb-admin shutdown`."""
 
     ping = ("mariadb-admin", "-uroot", "-h127.0.0.1", "ping")
@@ -74,16 +93,8 @@ class MariaDB:
         ).stdout.split()
         return any(not state.startswith("Z") for state in states)
 
-    @contextmanager
-    def down(self) -> Iterator[None]:
-        self.stop()
-        try:
-            yield
-        finally:
-            self.start()
 
-
-class RabbitMQ:
+class RabbitMQ(Service):
     """The machine's RabbitMQ node, its application stopped with `rabbitmqctl stop_app`."""
 
     def is_up(self) -> bool:
@@ -96,14 +107,6 @@ class RabbitMQ:
         if not self.is_up():
             subprocess.run(["rabbitmqctl", "-q", "start_app"], check=True, capture_output=True)
             _wait(self.is_up, 60, "RabbitMQ did not start")
-
-    @contextmanager
-    def down(self) -> Iterator[None]:
-        self.stop()
-        try:
-            yield
-        finally:
-            self.start()
 
 
 @dataclass
