@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 import os
+from collections import Counter as Tally
+from collections.abc import Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -80,3 +83,24 @@ class Metrics:
             buckets=_LATENESS_BUCKETS_S,
             registry=r,
         )
+
+    def observe_lateness(self, seconds: Sequence[float]) -> None:
+        """Record a ring batch's lateness values: one update per bucket touched, not per alarm.
+
+        In multiprocess mode every histogram update writes a memory-mapped file under a lock;
+        per alarm that showed in the burst profile. Falls back to one observe() per value if
+        prometheus_client's histogram ever changes shape.
+        """
+        histogram = self.lateness
+        bounds = getattr(histogram, "_upper_bounds", None)
+        buckets = getattr(histogram, "_buckets", None)
+        total = getattr(histogram, "_sum", None)
+        if bounds is None or buckets is None or total is None:
+            for value in seconds:
+                histogram.observe(value)
+            return
+        if not seconds:
+            return
+        for index, count in Tally(bisect.bisect_left(bounds, v) for v in seconds).items():
+            buckets[index].inc(count)
+        total.inc(sum(seconds))

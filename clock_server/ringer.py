@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+import orjson
 
 from clock_server.backoff import RetryPolicy
 from clock_server.claims import ClaimStore, RingTransaction
@@ -23,9 +24,6 @@ log = logging.getLogger(__name__)
 
 DB_RETRY_MS = 1_000
 _LEAD_SLACK_MS = 50
-# json.dumps with any non-default option builds a new encoder on every call; one per alarm
-# showed in the burst profile.
-_BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass
@@ -188,14 +186,16 @@ class Ringer:
         rung: list[int] = []
         dead: list[int] = []
         retries: list[tuple[int, int]] = []
+        lateness_s: list[float] = []
         for row, ok in zip(ready, confirmed, strict=True):
             if ok:
                 rung.append(row.id)
-                self.metrics.lateness.observe(max(published_at - row.target_ring_at, 0) / 1000)
+                lateness_s.append(max(published_at - row.target_ring_at, 0) / 1000)
             elif self.retry.gives_up(row.retry_times + 1):
                 dead.append(row.id)
             else:
                 retries.append((row.id, now_ms + self.retry.delay_ms(row.retry_times + 1)))
+        self.metrics.observe_lateness(lateness_s)
         outcome.rung += rung
         outcome.dead += dead
         outcome.retried += [alarm_id for alarm_id, _ in retries]
@@ -241,5 +241,6 @@ def _message(row: RingRow, published_at: int) -> OutgoingMessage:
     return OutgoingMessage(
         message_id=str(row.id),
         application=row.application,
-        body=_BODY_ENCODER.encode(body).encode("utf-8"),
+        # orjson: a tenth of the json module's time per body, which showed in the burst profile.
+        body=orjson.dumps(body),
     )
