@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 from sqlalchemy import bindparam, create_engine, insert, text, update
 
 from bench.clockserver import AMQP_URL, MARIADB_URL
+from bench.collector import Collector
 from bench.publish_rate import cleanup, pipelined_rate
 from clock_server import migrate
 from clock_server.db import make_engine
@@ -64,3 +68,20 @@ def rabbitmq_rate(total: int = 50_000, batch: int = 1_000) -> dict[str, float]:
     finally:
         cleanup(AMQP_URL, exchange, f"{exchange}.{application}")
     return {"rabbitmq_pipelined_publishes_per_s": rate}
+
+
+def rabbitmq_rate_with_consumer(total: int = 50_000, batch: int = 1_000) -> dict[str, float]:
+    """The same while the burst scenario's consumer takes every message from the queue: the
+    broker then also delivers and takes acks, which is what a burst costs it."""
+    exchange = f"bench_limits_{uuid.uuid4().hex[:6]}"
+    application = "limits"
+    body = json.dumps({"id": 1, "target_ring_at": 0, "application": application,
+                       "business_id": "b-1", "payload": '{"n": 1}'}).encode()  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="clock-limits-") as workdir:
+        collector = Collector(exchange, application, Path(workdir)).start()
+        try:
+            rate = pipelined_rate(AMQP_URL, exchange, application, total, batch, "clock.", body)
+        finally:
+            collector.stop()
+            cleanup(AMQP_URL, exchange, f"clock.{application}")
+    return {"rabbitmq_pipelined_publishes_with_consumer_per_s": rate}

@@ -18,18 +18,27 @@ from clock_server.publishing import OutgoingMessage
 BODY = b'{"application": "bench", "business_id": "b-1", "payload": {"n": 1}}'
 
 
-def pipelined_rate(url: str, exchange: str, application: str, total: int, batch: int) -> float:
+def pipelined_rate(
+    url: str,
+    exchange: str,
+    application: str,
+    total: int,
+    batch: int,
+    queue_prefix: str | None = None,
+    body: bytes = BODY,
+) -> float:
     """Messages/s through AmqpPublisher with ``total`` messages in batches of ``batch``."""
-    publisher = AmqpPublisher(url, exchange=exchange, queue_prefix=f"{exchange}.")
+    prefix = f"{exchange}." if queue_prefix is None else queue_prefix
+    publisher = AmqpPublisher(url, exchange=exchange, queue_prefix=prefix)
     publisher.start()
     try:
         if not publisher.wait_healthy(10.0):
             raise SystemExit(f"cannot connect to {url}")
-        publisher.publish_batch([OutgoingMessage("warmup", application, BODY)], 10.0)
+        publisher.publish_batch([OutgoingMessage("warmup", application, body)], 10.0)
         started = time.perf_counter()
         for first in range(0, total, batch):
             messages = [
-                OutgoingMessage(f"p-{i}", application, BODY)
+                OutgoingMessage(f"p-{i}", application, body)
                 for i in range(first, min(first + batch, total))
             ]
             if not all(publisher.publish_batch(messages, timeout_s=30.0)):

@@ -85,7 +85,13 @@ def main() -> None:
 
     if "limits" in chosen:
         raw["limits"] = repeat(
-            runs, "limits", lambda: {**limits.mariadb_rates(), **limits.rabbitmq_rate()}
+            runs,
+            "limits",
+            lambda: {
+                **limits.mariadb_rates(),
+                **limits.rabbitmq_rate(),
+                **limits.rabbitmq_rate_with_consumer(),
+            },
         )
     if "steady" in chosen:
         for rate in (1_000, 5_000):

@@ -60,6 +60,12 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                         for k, v in rate.items()}  # fmt: skip
             rows.append(_row("burst: ring rate / pipelined publish rate (same run)", fraction,
                              ">= 0.80", lambda v: v >= 0.8, 2))  # fmt: skip
+        consumed_rate = _limit(raw, pick, "rabbitmq_pipelined_publishes_with_consumer_per_s")
+        if consumed_rate:
+            fraction = {k: (v / consumed_rate["median"] if k in ("median", "min", "max") else v)
+                        for k, v in rate.items()}  # fmt: skip
+            rows.append(_row("burst: ring rate / publish rate with a consumer attached (same run)",
+                             fraction, "-", None, 2))  # fmt: skip
         rows.append(_row("burst: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0))
     if "scale" in raw and "steady_1000" in raw:
         scale, empty = (
@@ -188,6 +194,15 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                 0,
             )
         )
+        rows.append(
+            _row(
+                "limit: the same with a consumer taking every message",
+                _limit(raw, pick, "rabbitmq_pipelined_publishes_with_consumer_per_s"),
+                "-",
+                None,
+                0,
+            )
+        )
     return rows
 
 
@@ -243,3 +258,11 @@ def _dig(result: dict[str, Any], key: str) -> float | None:
             if found is not None:
                 return found
     return None
+
+
+def _limit(raw: dict[str, Any], pick: Pick, key: str) -> dict[str, float] | None:
+    """A limit figure, if this run (or an older result file) has it."""
+    runs = raw.get("limits")
+    if not runs or any(key not in run for run in runs):
+        return None
+    return pick(runs, key)
