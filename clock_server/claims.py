@@ -128,20 +128,23 @@ class RingTransaction:
             )
 
     def _set_final(self, ids: Sequence[int], status: str, now_ms: int, **extra: object) -> None:
-        assignments = "".join(f", {column} = :{column}" for column in extra)
         for chunk in chunks(list(ids), _ID_CHUNK):
             self.conn.execute(
-                text(
-                    "UPDATE clock SET status = :status, claimed_by = NULL, version = version + 1,"
-                    f" next_try_time = :now, update_time = :now{assignments}"
-                    f" WHERE id IN ({_id_list(chunk)})"
-                ),
-                {"status": status, "now": now_ms, **extra},
+                update(clock)
+                .where(clock.c.id.in_(chunk))
+                .values(
+                    status=status,
+                    claimed_by=None,
+                    version=clock.c.version + 1,
+                    next_try_time=now_ms,
+                    update_time=now_ms,
+                    **extra,
+                )
             )
 
 
-# Written out, with the ids inlined, rather than built with select()/update(): expanding a
-# bound IN list of 1,000 ids and wrapping each row cost more than the database's own work.
+# Written out, with the ids inlined, rather than built with select(): expanding a bound IN
+# list of 1,000 ids and wrapping each row cost more than the database's own work.
 _RING_COLUMNS = (
     "id, application, business_id, payload, target_ring_at, latest_ring_at, retry_times,"
     " status, version"
