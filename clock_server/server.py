@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -130,6 +131,7 @@ def serve(settings: Settings) -> None:
     runtime = build(settings)
     assert runtime.app is not None
     server = create_http_server(runtime.app, settings)
+    freeze_startup_objects()
     runtime.start()
     _install_signal_handlers()
     log.info(
@@ -143,6 +145,17 @@ def serve(settings: Settings) -> None:
     log.info("shutting down after %.0f s", time.monotonic() - started)
     server.close()
     runtime.stop()
+
+
+def freeze_startup_objects() -> None:
+    """Keep what start-up built out of the garbage collector's full passes.
+
+    Modules, Flask, SQLAlchemy's metadata and the like are about 100,000 objects that live as
+    long as the process. A full collection walked them all holding the interpreter lock for
+    50-75 ms, the worst lateness of a steady run; frozen, they are never walked again.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def log_authentication(settings: Settings) -> None:

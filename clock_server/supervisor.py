@@ -41,9 +41,10 @@ class Supervisor:
         self._stopping = threading.Event()
 
     def run(self) -> None:
-        from clock_server.server import build
+        from clock_server.server import build, freeze_startup_objects
 
         runtime = build(self.settings, serve_http=False)
+        freeze_startup_objects()
         listener = socket.create_server((self.settings.host, self.settings.port), backlog=2048)
         read_fd, write_fd = os.pipe()
         os.set_blocking(write_fd, False)

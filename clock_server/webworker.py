@@ -21,7 +21,7 @@ PARENT_CHECK_S = 0.5
 
 def main() -> int:
     from clock_server.cli import configure_logging
-    from clock_server.server import build_web, create_http_server
+    from clock_server.server import build_web, create_http_server, freeze_startup_objects
     from clock_server.settings import Settings
 
     settings = Settings.from_env(migrate_on_start=False)
@@ -35,6 +35,7 @@ def main() -> int:
     broker = BrokerStatusFile(Path(os.environ["CLOCK_WORKER_STATUS_FILE"]))
     app, store = build_web(settings, notifier=notifier, broker=broker)
     server = create_http_server(app, settings, sockets=[listener])
+    freeze_startup_objects()
 
     def handle(_signum: int, _frame: FrameType | None) -> None:
         raise SystemExit(0)
