@@ -61,27 +61,31 @@ def mariadb_rates(rows: int = 100_000, batch: int = 1_000) -> dict[str, float]:
 
 def rabbitmq_rate(total: int = 50_000, batch: int = 1_000) -> dict[str, float]:
     """Persistent publishes/s with pipelined confirms, through clock's own publisher."""
-    exchange = f"bench_limits_{uuid.uuid4().hex[:6]}"
-    application = "limits"
-    try:
-        rate = pipelined_rate(AMQP_URL, exchange, application, total, batch)
-    finally:
-        cleanup(AMQP_URL, exchange, f"{exchange}.{application}")
-    return {"rabbitmq_pipelined_publishes_per_s": rate}
+    return {"rabbitmq_pipelined_publishes_per_s": _publish_rate(total, batch, consumed=False)}
 
 
 def rabbitmq_rate_with_consumer(total: int = 50_000, batch: int = 1_000) -> dict[str, float]:
     """The same while the burst scenario's consumer takes every message from the queue: the
     broker then also delivers and takes acks, which is what a burst costs it."""
+    rate = _publish_rate(total, batch, consumed=True)
+    return {"rabbitmq_pipelined_publishes_with_consumer_per_s": rate}
+
+
+def _publish_rate(total: int, batch: int, consumed: bool) -> float:
     exchange = f"bench_limits_{uuid.uuid4().hex[:6]}"
     application = "limits"
+    if not consumed:
+        try:
+            return pipelined_rate(AMQP_URL, exchange, application, total, batch)
+        finally:
+            cleanup(AMQP_URL, exchange, f"{exchange}.{application}")
+    # The collector's queue and a body it can read (it records each message's id and target).
     body = json.dumps({"id": 1, "target_ring_at": 0, "application": application,
                        "business_id": "b-1", "payload": '{"n": 1}'}).encode()  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="clock-limits-") as workdir:
         collector = Collector(exchange, application, Path(workdir)).start()
         try:
-            rate = pipelined_rate(AMQP_URL, exchange, application, total, batch, "clock.", body)
+            return pipelined_rate(AMQP_URL, exchange, application, total, batch, "clock.", body)
         finally:
             collector.stop()
             cleanup(AMQP_URL, exchange, f"clock.{application}")
-    return {"rabbitmq_pipelined_publishes_with_consumer_per_s": rate}

@@ -40,9 +40,8 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                 _row(f"{label}: early rings", pick(runs, "early"), "0", lambda v: v == 0, 0),
                 _row(f"{label}: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0),
             ]  # fmt: skip
-    publish_rate = (
-        pick(raw["limits"], "rabbitmq_pipelined_publishes_per_s") if "limits" in raw else None
-    )
+    publish_rate = _limit(raw, pick, "rabbitmq_pipelined_publishes_per_s")
+    consumed_rate = _limit(raw, pick, "rabbitmq_pipelined_publishes_with_consumer_per_s")
     if "burst" in raw:
         runs = raw["burst"]
         rate = pick(runs, "ring_rate_per_s")
@@ -56,16 +55,11 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
         )
         rows.append(_row("burst: rings per second", rate, "-", None, 0))
         if publish_rate:
-            fraction = {k: (v / publish_rate["median"] if k in ("median", "min", "max") else v)
-                        for k, v in rate.items()}  # fmt: skip
-            rows.append(_row("burst: ring rate / pipelined publish rate (same run)", fraction,
-                             ">= 0.80", lambda v: v >= 0.8, 2))  # fmt: skip
-        consumed_rate = _limit(raw, pick, "rabbitmq_pipelined_publishes_with_consumer_per_s")
+            rows.append(_row("burst: ring rate / pipelined publish rate (same run)",
+                             _ratio(rate, publish_rate), ">= 0.80", lambda v: v >= 0.8, 2))  # fmt: skip
         if consumed_rate:
-            fraction = {k: (v / consumed_rate["median"] if k in ("median", "min", "max") else v)
-                        for k, v in rate.items()}  # fmt: skip
             rows.append(_row("burst: ring rate / publish rate with a consumer attached (same run)",
-                             fraction, "-", None, 2))  # fmt: skip
+                             _ratio(rate, consumed_rate), "-", None, 2))  # fmt: skip
         rows.append(_row("burst: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0))
     if "scale" in raw and "steady_1000" in raw:
         scale, empty = (
@@ -197,7 +191,7 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
         rows.append(
             _row(
                 "limit: the same with a consumer taking every message",
-                _limit(raw, pick, "rabbitmq_pipelined_publishes_with_consumer_per_s"),
+                consumed_rate,
                 "-",
                 None,
                 0,
@@ -266,3 +260,10 @@ def _limit(raw: dict[str, Any], pick: Pick, key: str) -> dict[str, float] | None
     if not runs or any(key not in run for run in runs):
         return None
     return pick(runs, key)
+
+
+def _ratio(cell: dict[str, float], limit: dict[str, float]) -> dict[str, float]:
+    """`cell`'s median and range over the median of `limit`."""
+    return {
+        k: (v / limit["median"] if k in ("median", "min", "max") else v) for k, v in cell.items()
+    }

@@ -91,6 +91,8 @@ class Metrics:
         per alarm that showed in the burst profile. Falls back to one observe() per value if
         prometheus_client's histogram ever changes shape.
         """
+        if not seconds:
+            return
         histogram = self.lateness
         bounds = getattr(histogram, "_upper_bounds", None)
         buckets = getattr(histogram, "_buckets", None)
@@ -98,8 +100,6 @@ class Metrics:
         if bounds is None or buckets is None or total is None:
             for value in seconds:
                 histogram.observe(value)
-            return
-        if not seconds:
             return
         for index, count in Tally(bisect.bisect_left(bounds, v) for v in seconds).items():
             buckets[index].inc(count)
