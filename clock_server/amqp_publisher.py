@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pika
+from pika import spec
 from pika.adapters.select_connection import IOLoop
 from pika.channel import Channel
-from pika.exceptions import AMQPError
 from pika.exchange_type import ExchangeType
 
+from clock_server.amqp_frames import message_frames, publish_method_frame
 from clock_server.errors import ConfigError
 from clock_server.publishing import OutgoingMessage, PendingBatch
 
@@ -311,26 +312,23 @@ class AmqpPublisher:
         channel.queue_declare(queue, durable=True, callback=bind)
 
     def _publish(self, batch: _Batch) -> None:
-        channel = self._channel
-        if batch.done.is_set() or channel is None or not channel.is_open:
+        channel, connection = self._channel, self._connection
+        if batch.done.is_set() or channel is None or not channel.is_open or connection is None:
             batch.finish()
             return
+        number = channel.channel_number
         timestamp = int(time.time())
-        for index, message in enumerate(batch.messages):
-            properties = pika.BasicProperties(
-                delivery_mode=2,
-                message_id=message.message_id,
-                content_type="application/json",
-                timestamp=timestamp,
+        body_max = connection.params.frame_max - spec.FRAME_HEADER_SIZE - spec.FRAME_END_SIZE
+        frames: list[bytes] = []
+        for message in batch.messages:
+            method = publish_method_frame(number, self._exchange, message.application)
+            frames += message_frames(
+                number, method, message.message_id, message.body, timestamp, body_max
             )
-            try:
-                channel.basic_publish(
-                    self._exchange, message.application, message.body, properties, mandatory=True
-                )
-            except AMQPError as exc:
-                log.warning("publish failed after %d messages: %s", index, exc)
-                batch.finish()
-                return
+        # What channel.basic_publish ends in, once per batch instead of three times a message;
+        # pika offers no public call for frames encoded elsewhere.
+        connection._output_marshaled_frames([b"".join(frames)])
+        for index, message in enumerate(batch.messages):
             self._pending[self._next_tag] = (batch, index, message.message_id)
             self._next_tag += 1
 

@@ -142,6 +142,25 @@ def test_batch_is_confirmed_and_queued_with_properties(broker, make_publisher):
 
 
 @pytest.mark.rabbitmq
+def test_bodies_larger_than_a_frame_arrive_whole(broker, make_publisher):
+    publisher = make_publisher()
+    application = broker.app()
+    large = ('{"payload": "' + "é☃" * 150_000 + '"}').encode()  # 750 kB, several frames
+    messages = [
+        OutgoingMessage("big", application, large),
+        OutgoingMessage("empty", application, b""),
+        OutgoingMessage("small", application, b"{}"),
+    ]
+    assert publisher.publish_batch(messages, timeout_s=5.0) == [True] * 3
+    received = broker.drain(application)
+    assert [(p.message_id, body) for p, body in received] == [
+        ("big", large),
+        ("empty", b""),
+        ("small", b"{}"),
+    ]
+
+
+@pytest.mark.rabbitmq
 def test_concurrent_callers_share_one_queue_declaration(broker, make_publisher):
     publisher = make_publisher()
     application = broker.app()
