@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import logging
@@ -37,13 +38,24 @@ class _Batch:
         self._unresolved = len(messages)
         self._lock = threading.Lock()
 
-    def resolve(self, index: int, ok: bool) -> None:
+    def resolve(self, start: int, stop: int, ok: bool, returned: set[str]) -> None:
+        """Settle messages start..stop-1 (those not settled yet); a message whose id is in
+        `returned` came back unroutable and counts as failed (its id is taken out)."""
         with self._lock:
-            if not self.done.is_set() and self._results[index] is None:
-                self._results[index] = ok
-                self._unresolved -= 1
-                if self._unresolved == 0:
-                    self.done.set()
+            if self.done.is_set():
+                return
+            results = self._results
+            for index in range(start, stop):
+                if results[index] is None:
+                    message_id = self.messages[index].message_id
+                    if returned and message_id in returned:
+                        returned.discard(message_id)
+                        results[index] = False
+                    else:
+                        results[index] = ok
+                    self._unresolved -= 1
+            if self._unresolved == 0:
+                self.done.set()
 
     def finish(self) -> int:
         """Freeze the results, unsettled ones as False; returns how many were unsettled."""
@@ -100,9 +112,9 @@ class AmqpPublisher:
         self._lock = threading.Lock()
         self._stopping = False
         self._inflight: set[_Batch] = set()
-        self._pending: dict[int, tuple[_Batch, int, str]] = {}
+        # [first delivery tag, batch, messages before this index settled], oldest first
+        self._unconfirmed: collections.deque[list[Any]] = collections.deque()
         self._next_tag = 1
-        self._floor_tag = 1
         self._returned: set[str] = set()
         self._declared: set[str] = set()
 
@@ -236,7 +248,7 @@ class AmqpPublisher:
         )
 
     def _on_exchange_declared(self, _frame: Any) -> None:
-        self._next_tag = self._floor_tag = 1
+        self._next_tag = 1
         self._backoff_s = _MIN_BACKOFF_S
         self._ready.set()
         log.info("RabbitMQ publisher ready on exchange %r", self._exchange)
@@ -256,7 +268,7 @@ class AmqpPublisher:
             self._ready.clear()
             batches, self._inflight = self._inflight, set()
         self._channel = None
-        self._pending.clear()
+        self._unconfirmed.clear()
         self._returned.clear()
         self._declared.clear()
         for batch in batches:
@@ -328,9 +340,8 @@ class AmqpPublisher:
         # What channel.basic_publish ends in, once per batch instead of three times a message;
         # pika offers no public call for frames encoded elsewhere.
         connection._output_marshaled_frames([b"".join(frames)])
-        for index, message in enumerate(batch.messages):
-            self._pending[self._next_tag] = (batch, index, message.message_id)
-            self._next_tag += 1
+        self._unconfirmed.append([self._next_tag, batch, 0])
+        self._next_tag += len(batch.messages)
 
     def _on_return(self, channel: Channel, method: Any, properties: Any, _body: bytes) -> None:
         if channel is self._channel:
@@ -342,19 +353,29 @@ class AmqpPublisher:
         if channel is not self._channel:
             return
         acked = isinstance(method, pika.spec.Basic.Ack)
-        first = self._floor_tag if method.multiple else method.delivery_tag
-        for tag in range(first, method.delivery_tag + 1):
-            self._settle(tag, acked)
-        if method.multiple:
-            self._floor_tag = max(self._floor_tag, method.delivery_tag + 1)
-
-    def _settle(self, tag: int, acked: bool) -> None:
-        entry = self._pending.pop(tag, None)
-        if entry is None:
-            return
-        batch, index, message_id = entry
-        returned = message_id in self._returned
-        self._returned.discard(message_id)
+        tag = method.delivery_tag
         if not acked:
-            log.warning("broker nacked message %s", message_id)
-        batch.resolve(index, acked and not returned)
+            scope = "up to" if method.multiple else "at"
+            log.warning("broker nacked the messages %s delivery tag %d", scope, tag)
+        if method.multiple:
+            self._settle_through(tag, acked)
+        else:
+            self._settle_one(tag, acked)
+        unconfirmed = self._unconfirmed
+        while unconfirmed and unconfirmed[0][1].done.is_set():
+            unconfirmed.popleft()
+
+    def _settle_through(self, tag: int, acked: bool) -> None:
+        for entry in self._unconfirmed:
+            first, batch, settled = entry
+            if first > tag:
+                return
+            stop = min(len(batch.messages), tag - first + 1)
+            batch.resolve(settled, stop, acked, self._returned)
+            entry[2] = max(settled, stop)
+
+    def _settle_one(self, tag: int, acked: bool) -> None:
+        for first, batch, _settled in self._unconfirmed:
+            if first <= tag < first + len(batch.messages):
+                batch.resolve(tag - first, tag - first + 1, acked, self._returned)
+                return

@@ -14,8 +14,11 @@ from uuid import uuid4
 
 import pika
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pika import spec
 
-from clock_server.amqp_publisher import AmqpPublisher
+from clock_server.amqp_publisher import AmqpPublisher, _Batch
 from clock_server.publishing import OutgoingMessage
 from clock_server.testing import InMemoryPublisher
 
@@ -325,3 +328,35 @@ def test_in_memory_publisher_records_and_fails_on_demand():
     assert publisher.published_for("a") == [*first, mixed[2]]
     publisher.close()
     assert publisher.closed
+
+
+@given(
+    sizes=st.lists(st.integers(1, 6), min_size=1, max_size=4),
+    confirms=st.lists(st.tuples(st.integers(1, 24), st.booleans(), st.booleans()), max_size=12),
+    returned=st.sets(st.integers(1, 24), max_size=3),
+)
+def test_confirms_settle_each_message_as_the_broker_said(sizes, confirms, returned):
+    """Delivery tags run on across batches; a multiple confirm settles every earlier tag."""
+    publisher = AmqpPublisher("amqp://unused")
+    channel = publisher._channel = object()
+    batches, first_tag = [], 1
+    for size in sizes:
+        batch = _Batch([OutgoingMessage(f"t{first_tag + i}", "app", b"{}") for i in range(size)])
+        publisher._unconfirmed.append([first_tag, batch, 0])
+        batches.append(batch)
+        first_tag += size
+    publisher._returned.update(f"t{tag}" for tag in returned)
+    expected: dict[int, bool] = {}
+    for tag, multiple, acked in sorted(confirms):  # the broker confirms in tag order
+        method = (spec.Basic.Ack if acked else spec.Basic.Nack)(delivery_tag=tag, multiple=multiple)
+        publisher._on_confirm(channel, pika.frame.Method(1, method))
+        for settled in range(1 if multiple else tag, tag + 1):
+            if settled < first_tag:
+                expected.setdefault(settled, acked and settled not in returned)
+    head = publisher._unconfirmed[0][1] if publisher._unconfirmed else None
+    assert head is None or not head.done.is_set()  # settled batches are let go
+    outcome = []
+    for batch in batches:
+        batch.finish()
+        outcome += batch.outcome()
+    assert outcome == [expected.get(tag, False) for tag in range(1, first_tag)]
