@@ -7,6 +7,7 @@ exchange and queue, deleted at the end.
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 from uuid import uuid4
 
@@ -84,11 +85,19 @@ def main() -> None:
     args = parser.parse_args()
     exchange, application = f"clock_bench_{uuid4().hex[:8]}", "bench"
     try:
+        before = resource.getrusage(resource.RUSAGE_SELF)
         fast = pipelined_rate(args.url, exchange, application, args.pipelined, args.batch)
+        after = resource.getrusage(resource.RUSAGE_SELF)
         slow = one_by_one_rate(args.url, exchange, application, args.one_by_one)
     finally:
         cleanup(args.url, exchange, f"{exchange}.{application}")
+    per_message_us = {
+        kind: (getattr(after, field) - getattr(before, field)) / args.pipelined * 1e6
+        for kind, field in (("user", "ru_utime"), ("system", "ru_stime"))
+    }
     print(f"AmqpPublisher, batches of {args.batch}: {fast:,.0f} msgs/s ({args.pipelined:,} msgs)")
+    print("  process CPU per message: {user:.1f} us user + {system:.1f} us system".format(
+        **per_message_us))  # fmt: skip
     print(f"BlockingConnection, confirm each:   {slow:,.0f} msgs/s ({args.one_by_one:,} msgs)")
     print(f"ratio: {fast / slow:.1f}x")
 

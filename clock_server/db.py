@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from dataclasses import dataclass
 
@@ -38,6 +39,16 @@ def make_engine(url: str, pool_size: int = 20) -> Engine:
         # round trip per transaction that changes nothing.
         pool_reset_on_return=None,
     )
+
+
+def open_ahead(engine: Engine, connections: int) -> None:
+    """Open up to `connections` pooled connections now, so that the first transactions of
+    threads starting together (the ring lanes) do not each wait for a new connection."""
+    if engine.dialect.name == "sqlite":
+        return
+    with contextlib.ExitStack() as held:
+        for _ in range(min(connections, engine.pool.size())):  # type: ignore[attr-defined]
+            held.enter_context(engine.connect())
 
 
 def capabilities(engine: Engine) -> Capabilities:

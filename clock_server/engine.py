@@ -7,6 +7,7 @@ import time
 
 from clock_server.backoff import RetryPolicy
 from clock_server.claims import ClaimStore
+from clock_server.db import open_ahead
 from clock_server.heap import ClaimHeap
 from clock_server.metrics import Metrics
 from clock_server.preloader import Preloader
@@ -83,6 +84,11 @@ class Engine:
         )
 
     def start(self) -> None:
+        try:
+            # a connection per lane, the preloader's and one for maintenance
+            open_ahead(self.claims.store.engine, self.settings.ring_lanes + 2)
+        except Exception as error:  # the workers connect when the database is back
+            log.warning("could not connect ahead: %s", error, extra={"action": "connect_failed"})
         self._ring_worker.start()
         self._preload_worker.start()
         self._started = True

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from clock_server.db import make_engine as make_db_engine
+from clock_server.db import open_ahead
 from clock_server.engine import Engine
 from clock_server.errors import Conflict
 from clock_server.metrics import Metrics
@@ -348,3 +350,39 @@ class _StampingPublisher(InMemoryPublisher):
         for message in messages:
             self.sent_at[message] = now
         return super().start_batch(messages)
+
+
+@pytest.mark.mariadb
+def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publisher):
+    store = AlarmStore(make_db_engine(mariadb_url, pool_size=20))
+    engine = Engine(
+        Settings(instance_id="e", ring_lanes=4), store, publisher, fake_clock, Metrics()
+    )
+    try:
+        pool = store.engine.pool
+        assert pool.checkedin() + pool.checkedout() == 0
+        engine.start()
+        # open, whether idle or already taken by the threads: four lanes, preloader, maintenance
+        assert pool.checkedin() + pool.checkedout() >= 6
+    finally:
+        engine.stop()
+        store.engine.dispose()
+
+
+def test_start_goes_on_when_the_database_cannot_be_reached(fake_clock, publisher, caplog):
+    unreachable = make_db_engine("mysql+pymysql://root@127.0.0.1:1/none", pool_size=2)
+    engine = Engine(
+        Settings(instance_id="e"), AlarmStore(unreachable), publisher, fake_clock, Metrics()
+    )
+    engine.start()
+    try:
+        assert "could not connect ahead" in caplog.text
+    finally:
+        engine.stop(timeout_s=2)
+
+
+def test_open_ahead_does_nothing_on_sqlite(sqlite_url):
+    engine = make_db_engine(sqlite_url)
+    open_ahead(engine, 4)
+    assert engine.pool.checkedin() == 0
+    engine.dispose()
