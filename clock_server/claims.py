@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Connection, and_, case, select, text, update
+from sqlalchemy import Connection, case, update
 
 from clock_server.model import DEAD, EXPIRED, PENDING, RUNG, Claim, RingRow
 from clock_server.schema import clock
@@ -27,28 +27,29 @@ class ClaimStore:
         Each claimed row's next_try_time moves to `lease_until_ms`, out of the range the next
         scan reads; if this process dies, the alarm becomes due again when the lease ends.
         """
-        query = (
-            select(clock.c.id, clock.c.next_try_time, clock.c.version)
-            .where(and_(clock.c.status == PENDING, clock.c.next_try_time <= horizon_ms))
-            .order_by(clock.c.next_try_time)
-            .limit(limit)
-        )
         caps = self.store.caps
-        if caps.row_locks:
-            query = query.with_for_update(skip_locked=caps.skip_locked)
+        lock = " FOR UPDATE SKIP LOCKED" if caps.skip_locked else " FOR UPDATE" * caps.row_locks
+        query = (
+            f"SELECT id, next_try_time, version FROM clock WHERE status = '{PENDING}'"
+            f" AND next_try_time <= {int(horizon_ms)} ORDER BY next_try_time"
+            f" LIMIT {int(limit)}{lock}"
+        )
         with translate_errors(), self.store.engine.begin() as conn:
-            rows = conn.execute(query).all()
+            rows = conn.exec_driver_sql(query).all()
             if not rows:
                 return []
-            for chunk in chunks([row.id for row in rows], _ID_CHUNK):
-                conn.execute(
-                    text(
-                        "UPDATE clock SET next_try_time = :lease, claimed_by = :owner,"
-                        f" version = version + 1 WHERE id IN ({_id_list(chunk)})"
-                    ),
-                    {"lease": lease_until_ms, "owner": self.owner},
+            marker = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+            for chunk in chunks([row[0] for row in rows], _ID_CHUNK):
+                conn.exec_driver_sql(
+                    f"UPDATE clock SET next_try_time = {int(lease_until_ms)},"
+                    f" claimed_by = {marker}, version = version + 1"
+                    f" WHERE id IN ({_id_list(chunk)})",
+                    (self.owner,),
                 )
-        return [Claim(due_ms=row.next_try_time, id=row.id, version=row.version + 1) for row in rows]
+        return [
+            Claim(due_ms=due_ms, id=alarm_id, version=version + 1)
+            for alarm_id, due_ms, version in rows
+        ]
 
     def release(self, claims: Sequence[Claim], now_ms: int) -> int:
         """Give claims back: each alarm is due again at its own time. Stale claims are ignored."""
@@ -103,8 +104,18 @@ class RingTransaction:
                     live.append(RingRow(*row[:7]))
         return live
 
-    def mark_rung(self, ids: Sequence[int], rung_at_ms: int, now_ms: int) -> None:
-        self._set_final(ids, RUNG, now_ms, rung_at=rung_at_ms)
+    def mark_rung(self, rung_at: Sequence[tuple[int, int]], now_ms: int) -> None:
+        """Each (id, rung_at_ms): published then and confirmed. One statement per 1,000."""
+        for chunk in chunks(list(rung_at), _ID_CHUNK):
+            ids_at: dict[int, list[int]] = {}
+            for alarm_id, at_ms in chunk:
+                ids_at.setdefault(int(at_ms), []).append(alarm_id)
+            if len(ids_at) == 1:
+                value = str(next(iter(ids_at)))
+            else:  # one publish group per time: a WHEN per group, not per alarm
+                whens = (f"WHEN id IN ({_id_list(ids)}) THEN {at}" for at, ids in ids_at.items())
+                value = f"CASE {' '.join(whens)} END"
+            self._set_final([alarm_id for alarm_id, _ in chunk], RUNG, now_ms, f"rung_at = {value}")
 
     def mark_expired(self, ids: Sequence[int], now_ms: int) -> None:
         self._set_final(ids, EXPIRED, now_ms)
@@ -127,19 +138,16 @@ class RingTransaction:
                 )
             )
 
-    def _set_final(self, ids: Sequence[int], status: str, now_ms: int, **extra: object) -> None:
+    def _set_final(self, ids: Sequence[int], status: str, now_ms: int, also: str = "") -> None:
+        """Written out like lock_live's statement: no statement object built per batch."""
+        assignments = (
+            f"status = '{status}', claimed_by = NULL, version = version + 1,"
+            f" next_try_time = {int(now_ms)}, update_time = {int(now_ms)}"
+            + (f", {also}" if also else "")
+        )
         for chunk in chunks(list(ids), _ID_CHUNK):
-            self.conn.execute(
-                update(clock)
-                .where(clock.c.id.in_(chunk))
-                .values(
-                    status=status,
-                    claimed_by=None,
-                    version=clock.c.version + 1,
-                    next_try_time=now_ms,
-                    update_time=now_ms,
-                    **extra,
-                )
+            self.conn.exec_driver_sql(
+                f"UPDATE clock SET {assignments} WHERE id IN ({_id_list(chunk)})"
             )
 
 

@@ -156,8 +156,11 @@ class Ringer:
                 pending = self.publisher.start_batch([_message(row, now_ms) for row in ready])
                 sent.append((ready, now_ms, pending))
         tx.mark_expired(outcome.expired, self.clock.now_ms())
-        for ready, published_at, pending in sent:
-            self._record(tx, ready, published_at, pending.wait(self.publish_timeout_s), outcome)
+        confirmed = [
+            (ready, published_at, pending.wait(self.publish_timeout_s))
+            for ready, published_at, pending in sent
+        ]
+        self._record(tx, confirmed, outcome)
         self._count(outcome)
         return outcome
 
@@ -177,29 +180,29 @@ class Ringer:
     def _record(
         self,
         tx: RingTransaction,
-        ready: list[RingRow],
-        published_at: int,
-        confirmed: list[bool],
+        confirmed: list[tuple[list[RingRow], int, list[bool]]],
         outcome: RingOutcome,
     ) -> None:
+        """Each publish group's rows, when it was published and what the broker said of each."""
         now_ms = self.clock.now_ms()
-        rung: list[int] = []
+        rung: list[tuple[int, int]] = []
         dead: list[int] = []
         retries: list[tuple[int, int]] = []
         lateness_s: list[float] = []
-        for row, ok in zip(ready, confirmed, strict=True):
-            if ok:
-                rung.append(row.id)
-                lateness_s.append(max(published_at - row.target_ring_at, 0) / 1000)
-            elif self.retry.gives_up(row.retry_times + 1):
-                dead.append(row.id)
-            else:
-                retries.append((row.id, now_ms + self.retry.delay_ms(row.retry_times + 1)))
+        for ready, published_at, flags in confirmed:
+            for row, ok in zip(ready, flags, strict=True):
+                if ok:
+                    rung.append((row.id, published_at))
+                    lateness_s.append(max(published_at - row.target_ring_at, 0) / 1000)
+                elif self.retry.gives_up(row.retry_times + 1):
+                    dead.append(row.id)
+                else:
+                    retries.append((row.id, now_ms + self.retry.delay_ms(row.retry_times + 1)))
         self.metrics.observe_lateness(lateness_s)
-        outcome.rung += rung
+        outcome.rung += [alarm_id for alarm_id, _ in rung]
         outcome.dead += dead
         outcome.retried += [alarm_id for alarm_id, _ in retries]
-        tx.mark_rung(rung, published_at, now_ms)
+        tx.mark_rung(rung, now_ms)
         tx.mark_dead(dead, now_ms)
         tx.schedule_retries(retries, now_ms)
 

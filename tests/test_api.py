@@ -111,7 +111,7 @@ def ring(api, alarm_id: int) -> None:  # type: ignore[no-untyped-def]
     claimed = claims.claim_due(now, now + MINUTE, 100)
     assert alarm_id in [claim.id for claim in claimed]
     with claims.ring_transaction() as tx:
-        tx.mark_rung([alarm_id], now, now)
+        tx.mark_rung([(alarm_id, now)], now)
 
 
 def b64(text: str) -> str:

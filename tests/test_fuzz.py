@@ -155,7 +155,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     claims.claim_due(now, now + 1, 100)
     rung = [services.store.get(app, "seed-4").id for app in ("orders", "billing", "other")]
     with claims.ring_transaction() as tx:
-        tx.mark_rung(rung, now, now)
+        tx.mark_rung([(alarm_id, now) for alarm_id in rung], now)
     yield fuzz
     engine.dispose()
     total = sum(fuzz.sent.values())

@@ -146,10 +146,36 @@ def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
     claims_store = ClaimStore(store, "e1")
     claims = claims_store.claim_due(NOW, NOW + 30_000, 10)
     with claims_store.ring_transaction() as tx:
-        tx.mark_rung([c.id for c in claims], NOW, NOW)
+        tx.mark_rung([(c.id, NOW) for c in claims], NOW)
     with pytest.raises(Conflict) as info:
         store.cancel("app", "r", NOW)
     assert info.value.status == "rung"
+
+
+def test_outcomes_of_a_ring_batch_are_recorded_per_alarm(store: AlarmStore):
+    store.create_many([new(f"o{i}", target=NOW) for i in range(7)], NOW)
+    claims_store = ClaimStore(store, "e1")
+    ids = [c.id for c in claims_store.claim_due(NOW, NOW + 30_000, 10)]
+    with claims_store.ring_transaction() as tx:
+        # three publish groups, each with its own time; one dead, one expired
+        tx.mark_rung(
+            [(ids[0], NOW + 1), (ids[1], NOW + 1), (ids[2], NOW + 3), (ids[3], NOW + 7)], NOW + 9
+        )
+        tx.mark_dead([ids[4]], NOW + 9)
+        tx.mark_expired([ids[5]], NOW + 9)
+        tx.mark_rung([], NOW + 9)
+    alarms = {alarm.id: alarm for alarm in store.list("app", None, 10, None)}
+    assert [alarms[i].status for i in ids] == ["rung"] * 4 + ["dead", "expired", "pending"]
+    assert [alarms[i].rung_at for i in ids] == [
+        NOW + 1,
+        NOW + 1,
+        NOW + 3,
+        NOW + 7,
+        None,
+        None,
+        None,
+    ]
+    assert {alarms[i].updated_at for i in ids[:6]} == {NOW + 9}
 
 
 def test_list_pages_by_id_with_filters(store: AlarmStore):
