@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 _MIN_BACKOFF_S = 0.5
 _MAX_BACKOFF_S = 5.0
 _CLOSE_TIMEOUT_S = 5.0
+_WRITE_BUFFER_BYTES = 256 * 1024
 
 
 class _Batch:
@@ -42,19 +43,16 @@ class _Batch:
         """Settle messages start..stop-1 (those not settled yet); a message whose id is in
         `returned` came back unroutable and counts as failed (its id is taken out)."""
         with self._lock:
-            if self.done.is_set():
-                return
-            results = self._results
+            results, open_ = self._results, not self.done.is_set()
             for index in range(start, stop):
                 if results[index] is None:
                     message_id = self.messages[index].message_id
-                    if returned and message_id in returned:
-                        returned.discard(message_id)
-                        results[index] = False
-                    else:
-                        results[index] = ok
-                    self._unresolved -= 1
-            if self._unresolved == 0:
+                    came_back = bool(returned) and message_id in returned
+                    returned.discard(message_id)
+                    if open_:  # a finished batch's outcome stays as it was given
+                        results[index] = ok and not came_back
+                        self._unresolved -= 1
+            if open_ and self._unresolved == 0:
                 self.done.set()
 
     def finish(self) -> int:
@@ -331,15 +329,23 @@ class AmqpPublisher:
         number = channel.channel_number
         timestamp = int(time.time())
         body_max = connection.params.frame_max - spec.FRAME_HEADER_SIZE - spec.FRAME_END_SIZE
+        buffers: list[bytes] = []
         frames: list[bytes] = []
+        size = 0
         for message in batch.messages:
             method = publish_method_frame(number, self._exchange, message.application)
             frames += message_frames(
                 number, method, message.message_id, message.body, timestamp, body_max
             )
-        # What channel.basic_publish ends in, once per batch instead of three times a message;
-        # pika offers no public call for frames encoded elsewhere.
-        connection._output_marshaled_frames([b"".join(frames)])
+            size += len(message.body)
+            if size >= _WRITE_BUFFER_BYTES:  # bounded: a partial send copies what is left
+                buffers.append(b"".join(frames))
+                frames, size = [], 0
+        if frames:
+            buffers.append(b"".join(frames))
+        # What channel.basic_publish ends in, a few buffers per batch instead of three per
+        # message; pika offers no public call for frames encoded elsewhere.
+        connection._output_marshaled_frames(buffers)
         self._unconfirmed.append([self._next_tag, batch, 0])
         self._next_tag += len(batch.messages)
 
