@@ -103,6 +103,13 @@ class BenchServer:
                 fields[key] = int(value.split()[0]) / 1024
         return {"rss_mb": fields.get("VmRSS", 0.0), "peak_rss_mb": fields.get("VmHWM", 0.0)}
 
+    def cpu_s(self) -> float:
+        """CPU time (user + system) the server process has used so far: in a multi-process
+        server, the engine's process, the web workers not included."""
+        assert self.process is not None
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
     def rung_rows(self, application: str) -> list[tuple[int, int, int | None, str]]:
         """(id, target_ring_at, rung_at, status) of every alarm of `application`."""
         engine = create_engine(self.database_url)

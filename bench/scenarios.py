@@ -37,12 +37,14 @@ def steady(
             if with_api_load
             else None
         )
+        cpu_before = server.cpu_s()
         load = SteadyLoad(server.base_url, application, rate, duration_s).start().join()
         api_load = wrk.result() if wrk else None
         deadline = time.monotonic() + 10 + SETTLE_S
         while collector.count() < load["created"] and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(1.0)  # late duplicates would arrive here
+        engine_cpu_s = server.cpu_s() - cpu_before
         arrivals = collector.stop()
         memory = server.memory_mb()
         rows = server.rung_rows(application)
@@ -53,6 +55,7 @@ def steady(
         "prepared": prepared,
         "api_load": api_load,
         **_delivery_figures(arrivals, rows, load["created"]),
+        "engine_cpu_us_per_alarm": engine_cpu_s / max(load["created"], 1) * 1e6,
         **memory,
     }
 
@@ -62,6 +65,10 @@ def _delivery_figures(arrivals, rows, created: int) -> dict:  # type: ignore[no-
     received = summarize(lateness)
     step = max(1, len(lateness) // 20_000)
     published = summarize([rung - target for _, target, rung, status in rows if rung is not None])
+    rung_at = {alarm_id: rung for alarm_id, _, rung, _ in rows if rung is not None}
+    # the broker's and the consumer's share: from the server's publish to the consumer
+    transit = summarize([a.received_ms - rung_at[a.alarm_id] for a in arrivals
+                         if a.alarm_id in rung_at])  # fmt: skip
     distinct = {a.alarm_id for a in arrivals}
     statuses: dict[str, int] = {}
     for row in rows:
@@ -69,6 +76,7 @@ def _delivery_figures(arrivals, rows, created: int) -> dict:  # type: ignore[no-
     return {
         "received_lateness_ms": received,
         "published_lateness_ms": published,
+        "transit_ms": transit,
         "delivered": len(distinct),
         "duplicates": len(arrivals) - len(distinct),
         "lost": created - len(distinct),

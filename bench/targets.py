@@ -40,6 +40,13 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                 _row(f"{label}: early rings", pick(runs, "early"), "0", lambda v: v == 0, 0),
                 _row(f"{label}: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0),
             ]  # fmt: skip
+            if "transit_ms" in runs[0]:  # records from before these figures lack them
+                rows += [
+                    _row(f"{label}: transit p99 (received - server's rung_at, ms)",
+                         pick(runs, "transit_ms", "p99"), "-", None, 0),
+                    _row(f"{label}: engine process CPU per alarm (us)",
+                         pick(runs, "engine_cpu_us_per_alarm"), "-", None, 0),
+                ]  # fmt: skip
     publish_rate = _limit(raw, pick, "rabbitmq_pipelined_publishes_per_s")
     consumed_rate = _limit(raw, pick, "rabbitmq_pipelined_publishes_with_consumer_per_s")
     if "burst" in raw:
