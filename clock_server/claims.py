@@ -9,7 +9,7 @@ from sqlalchemy import Connection, case, update
 
 from clock_server.model import DEAD, EXPIRED, PENDING, RUNG, Claim, RingRow
 from clock_server.schema import clock
-from clock_server.store import AlarmStore, chunks, translate_errors
+from clock_server.store import AlarmStore, chunks, param_marker, translate_errors
 
 _ID_CHUNK = 1_000
 
@@ -38,7 +38,7 @@ class ClaimStore:
             rows = conn.exec_driver_sql(query).all()
             if not rows:
                 return []
-            marker = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+            marker = param_marker(conn.dialect)
             for chunk in chunks([row[0] for row in rows], _ID_CHUNK):
                 conn.exec_driver_sql(
                     f"UPDATE clock SET next_try_time = {int(lease_until_ms)},"

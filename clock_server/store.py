@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, and_, exc, func, insert, select, tuple_, update
+from sqlalchemy.engine import Dialect
 
 from clock_server.db import Capabilities, capabilities
 from clock_server.errors import Conflict, NotFound, Unavailable, ValidationError
@@ -141,7 +142,7 @@ class AlarmStore:
         """For `count` rows of `columns`, in the order of `_insert_values`."""
         dialect = self.engine.dialect
         quote = dialect.identifier_preparer.quote
-        marker = "?" if dialect.paramstyle == "qmark" else "%s"
+        marker = param_marker(dialect)
         row = "(" + ", ".join([marker] * len(columns)) + ")"
         return (
             f"INSERT {self._ignore_prefix()} INTO {quote(clock.name)} "
@@ -357,6 +358,11 @@ def _select_key(application: str, business_id: str):  # type: ignore[no-untyped-
     return select(*_ALARM_COLUMNS).where(
         and_(clock.c.application == application, clock.c.business_id == business_id)
     )
+
+
+def param_marker(dialect: Dialect) -> str:
+    """The driver's placeholder for a statement sent through exec_driver_sql."""
+    return "?" if dialect.paramstyle == "qmark" else "%s"
 
 
 def chunks(items: list, size: int) -> Iterator[list]:  # type: ignore[type-arg]
