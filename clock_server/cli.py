@@ -9,8 +9,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
-import time
 
 from clock_server import __version__, migrate
 from clock_server.db import make_engine
@@ -67,31 +65,6 @@ def configure_logging(level: str) -> None:
     logging.getLogger("pika").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    # waitress warns for every request that waits for a thread: thousands of lines a second
-    # under load, when one line now and then says the same.
-    logging.getLogger("waitress.queue").addFilter(OncePer(10.0))
-
-
-class OncePer(logging.Filter):
-    """Lets one record through per `seconds`; says how many it held back meanwhile."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__()
-        self.seconds = seconds
-        self._next = 0.0
-        self._held = 0
-        self._lock = threading.Lock()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            if now < self._next:
-                self._held += 1
-                return False
-            held, self._held, self._next = self._held, 0, now + self.seconds
-        if held:
-            record.msg = f"{record.msg} ({held} similar messages in the last {self.seconds:g} s)"
-        return True
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from types import FrameType
@@ -97,7 +98,7 @@ def create_http_server(app: Flask, settings: Settings, sockets: list[socket.sock
 
     where: dict[str, object] = {"sockets": sockets} if sockets else {
         "host": settings.host, "port": settings.port}  # fmt: skip
-    return waitress.create_server(
+    server = waitress.create_server(
         app,
         threads=settings.http_threads,
         ident="clock",
@@ -106,6 +107,34 @@ def create_http_server(app: Flask, settings: Settings, sockets: list[socket.sock
         max_request_body_size=max_body_bytes(settings),
         **where,
     )
+    # waitress warns for every request that waits for a thread: thousands of lines a second
+    # under load (and a log record made for each, in its one IO thread), when a line now and
+    # then says the same.
+    server.task_dispatcher.queue_logger = ThrottledLogger(logging.getLogger("waitress.queue"), 10.0)
+    return server
+
+
+class ThrottledLogger:
+    """Stands in for a logger: one warning per `seconds` goes through, saying how many were
+    held back meanwhile. The time is checked before any log record is made."""
+
+    def __init__(self, logger: logging.Logger, seconds: float) -> None:
+        self.logger = logger
+        self.seconds = seconds
+        self._next = 0.0
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def warning(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                self._held += 1
+                return
+            held, self._held, self._next = self._held, 0, now + self.seconds
+        if held:
+            message = f"{message} ({held} similar messages in the last {self.seconds:g} s)"
+        self.logger.warning(message, *args)
 
 
 def serve(settings: Settings) -> None:

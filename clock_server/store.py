@@ -105,16 +105,20 @@ class AlarmStore:
         Returns, per item and in order, the stored alarm and whether this call inserted it
         (a key repeated within `items` is inserted once, by its first occurrence).
         """
-        keys = [(item.application, item.business_id) for item in items]
+        return self.create_each([(item, now_ms) for item in items])
+
+    def create_each(self, requests: Sequence[tuple[NewAlarm, int]]) -> list[tuple[Alarm, bool]]:
+        """`create_many` for alarms asked for at different times: (alarm, now_ms) each."""
+        keys = [(item.application, item.business_id) for item, _ in requests]
         values: dict[tuple[str, str], dict[str, Any]] = {}
-        for key, item in zip(keys, items, strict=True):
+        for key, (item, now_ms) in zip(keys, requests, strict=True):
             if key not in values:
                 values[key] = _insert_values(item, now_ms)
         with translate_errors():
             if self.caps.insert_returning:
                 inserted = self._insert_returning(list(values.values()))
             else:
-                inserted = self._insert_then_find(values, now_ms)
+                inserted = self._insert_then_find(values)
             stored = {key: _alarm_from_values(inserted[key], values[key]) for key in inserted}
             stored.update(self._alarms_by_key(set(values) - set(inserted)))
         results: list[tuple[Alarm, bool]] = []
@@ -152,7 +156,7 @@ class AlarmStore:
         )
 
     def _insert_then_find(
-        self, values: dict[tuple[str, str], dict[str, Any]], now_ms: int
+        self, values: dict[tuple[str, str], dict[str, Any]]
     ) -> dict[tuple[str, str], int]:
         """Without RETURNING (MySQL): look the keys up before and after an INSERT IGNORE."""
         with self.engine.begin() as conn:
@@ -170,9 +174,7 @@ class AlarmStore:
         # A concurrent request inserted some of these keys between the two steps: ours are
         # the rows that hold exactly what this call wrote.
         found = self._alarms_by_key(set(fresh))
-        return {
-            key: alarm.id for key, alarm in found.items() if _matches(alarm, fresh[key], now_ms)
-        }
+        return {key: alarm.id for key, alarm in found.items() if _matches(alarm, fresh[key])}
 
     def get(self, application: str, business_id: str) -> Alarm:
         with translate_errors(), self.engine.connect() as conn:
@@ -346,9 +348,9 @@ def _alarm_from_values(alarm_id: int, values: dict[str, Any]) -> Alarm:
     )
 
 
-def _matches(alarm: Alarm, values: dict[str, Any], now_ms: int) -> bool:
+def _matches(alarm: Alarm, values: dict[str, Any]) -> bool:
     return (
-        alarm.created_at == now_ms
+        alarm.created_at == values["create_time"]
         and alarm.payload == values["payload"]
         and alarm.target_ring_at == values["target_ring_at"]
     )

@@ -9,6 +9,7 @@ import base64
 import json
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
@@ -174,6 +175,45 @@ def test_retry_with_the_same_key_returns_200_and_the_stored_alarm_unchanged(api)
     assert api.notifier.due == [NOW + MINUTE]
     metrics = api.client.get("/metrics").get_data(as_text=True)
     assert "clock_alarms_created_total 1.0" in metrics
+
+
+def test_concurrent_creates_are_written_together_and_each_gets_its_own_answer(
+    api, monkeypatch
+) -> None:
+    """Creates that arrive while another is being written go to the database as one group;
+    each still gets its own alarm, and a key sent by several at once is created once."""
+    app = api.client.application
+    group_commit = app.extensions["clock"].single_creates
+    group_sizes: list[int] = []
+    write_group = group_commit._write_group
+
+    def recording(requests):  # type: ignore[no-untyped-def]
+        group_sizes.append(len(requests))
+        return write_group(requests)
+
+    monkeypatch.setattr(group_commit, "_write_group", recording)
+
+    def send(i: int):  # type: ignore[no-untyped-def]
+        key = "shared" if i % 5 == 0 else f"own-{i}"
+        answer = app.test_client().post("/v1/alarms", json=body(business_id=key, payload=f"p{i}"))
+        return i, key, answer
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(send, range(300)))
+    for i, key, answer in answers:
+        if key != "shared":
+            assert answer.status_code == 201
+            assert (answer.get_json()["business_id"], answer.get_json()["payload"]) == (
+                key,
+                f"p{i}",
+            )
+    shared = [answer for _, key, answer in answers if key == "shared"]
+    assert sorted(answer.status_code for answer in shared) == [200] * (len(shared) - 1) + [201]
+    assert len({answer.get_json()["id"] for answer in shared}) == 1
+    assert len(api.store.list("app", None, 1000, None)) == 241  # 240 own keys and "shared"
+    assert max(group_sizes, default=0) > 1, "no two creates were ever written together"
+    metrics = api.client.get("/metrics").get_data(as_text=True)
+    assert "clock_alarms_created_total 241.0" in metrics
 
 
 def test_past_target_is_accepted_and_the_engine_is_told(api) -> None:

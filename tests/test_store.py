@@ -80,6 +80,19 @@ def test_create_many_reports_each_item(batch_store: AlarmStore):
     assert results[2][0] == store.get("app", "b2")
 
 
+def test_create_each_stores_each_alarm_with_its_own_time(batch_store: AlarmStore):
+    results = batch_store.create_each(
+        [(new("t1"), NOW + 1), (new("t2"), NOW + 2), (new("t1"), NOW + 3)]
+    )
+    assert [created for _, created in results] == [True, True, False]
+    assert [alarm.created_at for alarm, _ in results] == [NOW + 1, NOW + 2, NOW + 1]
+    assert (
+        batch_store.get("app", "t2").created_at
+        == batch_store.get("app", "t2").updated_at
+        == NOW + 2
+    )
+
+
 def test_concurrent_batches_with_the_same_keys_create_each_alarm_once(batch_store: AlarmStore):
     items = [new(f"k{i}") for i in range(50)]
     with ThreadPoolExecutor(4) as pool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from flask import Flask, Response, jsonify
@@ -20,7 +20,9 @@ from clock_server.errors import (
     Unavailable,
     ValidationError,
 )
+from clock_server.group_commit import GroupCommit
 from clock_server.metrics import Metrics
+from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store import AlarmStore
 from clock_server.timesource import Clock
@@ -60,6 +62,14 @@ class Services:
     metrics: Metrics
     engine: DueNotifier | None = None  # None when this process runs no engine
     publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
+    single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.single_creates = GroupCommit(
+            self.store.create_each,
+            lambda request: self.store.create(*request),
+            shared_errors=(Unavailable,),
+        )
 
 
 def create_app(services: Services) -> Flask:

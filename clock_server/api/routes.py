@@ -32,7 +32,7 @@ def create_alarm() -> tuple[Response, int]:
     now_ms = svc.clock.now_ms()
     new = validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes)
     authorize(new.application)
-    alarm, created = svc.store.create(new, now_ms)
+    alarm, created = svc.single_creates.submit((new, now_ms))
     if created:
         svc.metrics.created.inc()
         _notify(svc, alarm)
