@@ -24,7 +24,10 @@ class _Slot(Generic[Item, Result]):
         self.item = item
         self.result: Result | None = None
         self.error: BaseException | None = None
-        self.ready = threading.Event()
+        # Held until the slot's outcome is in, or its thread is to lead: a bare lock is a
+        # fraction of the cost of an Event, which is a Condition written in Python.
+        self.ready = threading.Lock()
+        self.ready.acquire()
         self.leads = False
 
     def outcome(self) -> Result:
@@ -65,7 +68,7 @@ class GroupCommit(Generic[Item, Result]):
             leads = not self._writing
             self._writing = True
         if not leads:
-            slot.ready.wait()
+            slot.ready.acquire()
             if not slot.leads:
                 return slot.outcome()
         self._lead()
@@ -82,11 +85,11 @@ class GroupCommit(Generic[Item, Result]):
                 if self._waiting:
                     successor = self._waiting[0]
                     successor.leads = True
-                    successor.ready.set()
+                    successor.ready.release()
                 else:
                     self._writing = False
             for slot in group[1:]:  # group[0] is this thread's own
-                slot.ready.set()
+                slot.ready.release()
 
     def _write(self, group: list[_Slot[Item, Result]]) -> None:
         try:
