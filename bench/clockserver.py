@@ -119,6 +119,12 @@ class BenchServer:
         engine.dispose()
         return [tuple(row) for row in rows]  # type: ignore[misc]
 
+    def dirty_pages(self) -> int:
+        """InnoDB's buffer pool pages not yet written back, server-wide."""
+        with self._admin.connect() as conn:
+            row = conn.execute(text("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'"))
+            return int(row.one()[1])
+
     def execute(self, sql: str) -> None:
         engine = create_engine(self.database_url)
         with engine.begin() as conn:
