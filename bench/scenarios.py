@@ -137,8 +137,8 @@ def fill_far_future(rows: int) -> Callable[[BenchServer], dict]:
                 f"SELECT 'far', CONCAT('f', seq), REPEAT('x', 64), {far} + seq, {far} + seq, "
                 f"0, 'pending', 0, {far}, {far} FROM seq_{first + 1}_to_{first + count}"
             )
-        filled = time.monotonic()
-        return {"pending_rows": rows, "fill_s": filled - started, "settle_s": _settle(server)}
+        fill_s = time.monotonic() - started
+        return {"pending_rows": rows, "fill_s": fill_s, "settle_s": _settle(server)}
 
     return prepare
 

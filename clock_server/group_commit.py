@@ -92,19 +92,16 @@ class GroupCommit(Generic[Item, Result]):
                 slot.ready.release()
 
     def _write(self, group: list[_Slot[Item, Result]]) -> None:
+        if len(group) == 1:
+            self._write_alone(group[0])
+            return
         try:
-            if len(group) == 1:
-                group[0].result = self._write_one(group[0].item)
-                return
             results = self._write_group([slot.item for slot in group])
         except self._shared_errors as error:
             for slot in group:
                 slot.error = error
             return
-        except Exception as error:
-            if len(group) == 1:
-                group[0].error = error
-                return
+        except Exception:
             for slot in group:
                 self._write_alone(slot)
             return
