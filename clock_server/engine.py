@@ -23,6 +23,14 @@ log = logging.getLogger(__name__)
 WAKE_MARGIN_MS = 500
 
 
+def wake_horizon_ms(settings: Settings) -> int:
+    """How soon an alarm must fall due to be worth waking the preloader for.
+
+    The next regular pass comes within one interval and claims the whole window; only alarms
+    due before then (plus time for the pass itself) need a wake-up."""
+    return min(settings.preload_window_ms, int(settings.preload_interval_s * 1000) + WAKE_MARGIN_MS)
+
+
 class Engine:
     """Claims alarms as they come within the window and rings them when due.
 
@@ -77,11 +85,7 @@ class Engine:
         self._preload_worker = Worker("clock-preload", self.preloader.run_once, self.preload_waker)
         self._ring_worker = Worker("clock-ring", self.ringer.run_once, self.ring_waker)
         self._started = False
-        # The next regular pass comes within one interval and claims the whole window; only
-        # alarms due before then (plus time for the pass itself) need a wake-up.
-        self._wake_horizon_ms = min(
-            settings.preload_window_ms, int(settings.preload_interval_s * 1000) + WAKE_MARGIN_MS
-        )
+        self._wake_horizon_ms = wake_horizon_ms(settings)
 
     def start(self) -> None:
         try:

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from clock_server.timesource import Clock
+
 log = logging.getLogger(__name__)
 
 _DUE = struct.Struct("<q")
@@ -21,14 +23,20 @@ STATUS_MAX_AGE_S = 5.0
 class PipeNotifier:
     """Worker side: tells the engine process that an alarm falls due at `due_ms`.
 
-    Writes of 8 bytes to a pipe are atomic; when the pipe is full the wake-up is dropped,
-    which only means the alarm waits for the preloader's next regular pass.
+    Only alarms due within `horizon_ms` are sent: the preloader's next regular pass claims the
+    rest in time, and every write wakes a thread in the engine's process. Writes of 8 bytes to
+    a pipe are atomic; when the pipe is full the wake-up is dropped, which only means the alarm
+    waits for that regular pass.
     """
 
-    def __init__(self, write_fd: int) -> None:
+    def __init__(self, write_fd: int, horizon_ms: int, clock: Clock) -> None:
         self.write_fd = write_fd
+        self.horizon_ms = horizon_ms
+        self.clock = clock
 
     def notify_due(self, due_ms: int) -> None:
+        if due_ms > self.clock.now_ms() + self.horizon_ms:
+            return
         with contextlib.suppress(BlockingIOError):
             os.write(self.write_fd, _DUE.pack(due_ms))
 

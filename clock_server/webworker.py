@@ -21,8 +21,10 @@ PARENT_CHECK_S = 0.5
 
 def main() -> int:
     from clock_server.cli import configure_logging
+    from clock_server.engine import wake_horizon_ms
     from clock_server.server import build_web, create_http_server, freeze_startup_objects
     from clock_server.settings import Settings
+    from clock_server.timesource import SystemClock
 
     settings = Settings.from_env(migrate_on_start=False)
     configure_logging(settings.log_level)
@@ -31,7 +33,9 @@ def main() -> int:
     # When the machine is saturated, the engine process (ringing on time) goes first.
     os.nice(settings.web_nice)
     listener = socket.socket(fileno=int(os.environ["CLOCK_WORKER_LISTEN_FD"]))
-    notifier = PipeNotifier(int(os.environ["CLOCK_WORKER_NOTIFY_FD"]))
+    notifier = PipeNotifier(
+        int(os.environ["CLOCK_WORKER_NOTIFY_FD"]), wake_horizon_ms(settings), SystemClock()
+    )
     broker = BrokerStatusFile(Path(os.environ["CLOCK_WORKER_STATUS_FILE"]))
     app, store = build_web(settings, notifier=notifier, broker=broker)
     server = create_http_server(app, settings, sockets=[listener])

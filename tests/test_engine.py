@@ -10,7 +10,7 @@ import pytest
 
 from clock_server.db import make_engine as make_db_engine
 from clock_server.db import open_ahead
-from clock_server.engine import Engine
+from clock_server.engine import Engine, wake_horizon_ms
 from clock_server.errors import Conflict
 from clock_server.metrics import Metrics
 from clock_server.model import AlarmChanges, NewAlarm
@@ -386,3 +386,9 @@ def test_open_ahead_does_nothing_on_sqlite(sqlite_url):
     open_ahead(engine, 4)
     assert engine.pool.checkedin() == 0
     engine.dispose()
+
+
+def test_the_wake_horizon_is_one_preload_interval_and_a_margin_within_the_window():
+    assert wake_horizon_ms(Settings(preload_interval_s=1.0, preload_window_s=10.0)) == 1_500
+    assert wake_horizon_ms(Settings(preload_interval_s=0.2, preload_window_s=10.0)) == 700
+    assert wake_horizon_ms(Settings(preload_interval_s=1.0, preload_window_s=1.2)) == 1_200

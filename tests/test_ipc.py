@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from pathlib import Path
 
 from clock_server.ipc import BrokerStatusFile, NotifyListener, PipeNotifier
+from clock_server.testing import SettableClock
+
+NOW_MS = 1_700_000_000_000
+HORIZON_MS = 1_500
 
 
 def test_wake_ups_cross_the_pipe_and_the_earliest_wins():
@@ -21,24 +26,46 @@ def test_wake_ups_cross_the_pipe_and_the_earliest_wins():
         arrived.set()
 
     NotifyListener(read_fd, notify).start()
-    notifier = PipeNotifier(write_fd)
-    for due in (300, 100, 200):
+    notifier = PipeNotifier(write_fd, HORIZON_MS, SettableClock(NOW_MS))
+    for due in (NOW_MS + 300, NOW_MS + 100, NOW_MS + 200):
         notifier.notify_due(due)
     assert arrived.wait(2)
     deadline = time.monotonic() + 2
-    while 100 not in seen and time.monotonic() < deadline:
+    while NOW_MS + 100 not in seen and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert 100 in seen and min(seen) == 100
+    assert min(seen) == NOW_MS + 100
+    os.close(write_fd)
+
+
+def test_only_alarms_due_within_the_horizon_cross_the_pipe():
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    clock = SettableClock(NOW_MS)
+    notifier = PipeNotifier(write_fd, HORIZON_MS, clock)
+    notifier.notify_due(NOW_MS + HORIZON_MS + 1)  # the next regular pass claims it in time
+    notifier.notify_due(NOW_MS + 3_600_000)
+    try:
+        os.read(read_fd, 64)
+        raise AssertionError("a wake-up was sent for an alarm beyond the horizon")
+    except BlockingIOError:
+        pass
+    notifier.notify_due(NOW_MS + HORIZON_MS)
+    notifier.notify_due(NOW_MS - 5)  # already due
+    clock.advance(3_600_000)
+    notifier.notify_due(NOW_MS + 3_600_000)  # the hour has passed: now it is due
+    assert [value for (value,) in struct.iter_unpack("<q", os.read(read_fd, 64))] == [
+        NOW_MS + HORIZON_MS, NOW_MS - 5, NOW_MS + 3_600_000]  # fmt: skip
+    os.close(read_fd)
     os.close(write_fd)
 
 
 def test_a_full_pipe_drops_the_wake_up_instead_of_blocking():
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
-    notifier = PipeNotifier(write_fd)
+    notifier = PipeNotifier(write_fd, HORIZON_MS, SettableClock(NOW_MS))
     started = time.monotonic()
     for due in range(100_000):  # far more than a pipe buffer holds
-        notifier.notify_due(due)
+        notifier.notify_due(NOW_MS + due % HORIZON_MS)
     assert time.monotonic() - started < 5
     os.close(read_fd)
     os.close(write_fd)
