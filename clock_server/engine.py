@@ -80,6 +80,7 @@ class Engine:
             publish_timeout_s=settings.publish_timeout_s,
             lanes=settings.ring_lanes,
             lead_ms=settings.ring_lead_ms,
+            lead_max_ms=settings.ring_lead_max_ms,
             on_lane_free=self.ring_waker.wake,
         )
         self._preload_worker = Worker("clock-preload", self.preloader.run_once, self.preload_waker)

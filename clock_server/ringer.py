@@ -15,6 +15,7 @@ from clock_server.backoff import RetryPolicy
 from clock_server.claims import ClaimStore, RingTransaction
 from clock_server.errors import Unavailable
 from clock_server.heap import ClaimHeap
+from clock_server.lead import LockLead
 from clock_server.metrics import Metrics
 from clock_server.model import Claim, RingRow
 from clock_server.publishing import OutgoingMessage, PendingBatch, Publisher
@@ -47,7 +48,9 @@ class Ringer:
 
     With ``lead_ms`` > 0, alarms are taken off the heap that much before they are due and
     their rows locked in advance; the lane then publishes each one the moment it is due, so
-    the lock's round trip is not part of the lateness. A cancel may wait that much longer.
+    the lock's round trip is not part of the lateness. While locking takes longer than that
+    (a database busy with other work), the lead grows to cover it, up to ``lead_max_ms``
+    (`LockLead`). A cancel may wait that much longer.
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class Ringer:
         publish_timeout_s: float,
         lanes: int = 1,
         lead_ms: int = 0,
+        lead_max_ms: int = 0,
         on_lane_free: Callable[[], None] | None = None,
     ) -> None:
         self.claims = claims
@@ -74,7 +78,7 @@ class Ringer:
         self.batch = batch
         self.publish_timeout_s = publish_timeout_s
         self.on_lane_free = on_lane_free
-        self.lead_ms = lead_ms
+        self.lead = LockLead(lead_ms, lead_max_ms)
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
         self._executor = ThreadPoolExecutor(lanes, "clock-ring-lane") if lanes > 1 else None
 
@@ -83,28 +87,29 @@ class Ringer:
         if self._lanes is not None and not self._lanes.acquire(timeout=0.05):
             return 0.0
         now_ms = self.clock.now_ms()
-        due = self.heap.pop_due(now_ms + self.lead_ms, self.batch)
+        lead_ms = self.lead.ms
+        due = self.heap.pop_due(now_ms + lead_ms, self.batch)
         if due:
             if self._executor is not None:
-                self._executor.submit(self._ring_in_lane, due)
+                self._executor.submit(self._ring_in_lane, due, now_ms)
             else:
-                self.ring(due)
+                self.ring(due, now_ms)
             return 0.0
         if self._lanes is not None:
             self._lanes.release()
         next_due = self.heap.next_due_ms()
         if next_due is None:
             return None
-        return max(next_due - self.lead_ms - now_ms, 1) / 1000
+        return max(next_due - lead_ms - now_ms, 1) / 1000
 
     def close(self) -> None:
         """Wait for the batches in flight to finish."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
-    def _ring_in_lane(self, due: list[Claim]) -> None:
+    def _ring_in_lane(self, due: list[Claim], taken_ms: int) -> None:
         try:
-            self.ring(due)
+            self.ring(due, taken_ms)
         except Exception:
             log.exception("ring batch of %d failed; its claims return when their lease ends",
                           len(due), extra={"action": "ring_error"})  # fmt: skip
@@ -114,10 +119,13 @@ class Ringer:
             if self.on_lane_free is not None:
                 self.on_lane_free()
 
-    def ring(self, due: list[Claim]) -> RingOutcome:
+    def ring(self, due: list[Claim], taken_ms: int | None = None) -> RingOutcome:
+        """Ring `due`, taken off the heap at `taken_ms` (now, if not given)."""
+        if taken_ms is None:
+            taken_ms = self.clock.now_ms()
         try:
             with self.claims.ring_transaction() as tx:
-                outcome = self._ring_locked(tx, due)
+                outcome = self._ring_locked(tx, due, taken_ms)
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -130,9 +138,10 @@ class Ringer:
         self.metrics.heap_size.set(len(self.heap))
         return outcome
 
-    def _ring_locked(self, tx: RingTransaction, due: list[Claim]) -> RingOutcome:
+    def _ring_locked(self, tx: RingTransaction, due: list[Claim], taken_ms: int) -> RingOutcome:
         outcome = RingOutcome()
         live = tx.lock_live(due)
+        self.lead.observe(self.clock.now_ms() - taken_ms)
         outcome.skipped = len(due) - len(live)
         due_at = {claim.id: claim.due_ms for claim in due}
         rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due)
@@ -169,7 +178,7 @@ class Ringer:
     ) -> list[RingRow]:
         """Rows due within the lead; any other goes back to the heap (cannot happen while
         versions hold, since a claim's due time is never before its target)."""
-        limit = self.clock.now_ms() + self.lead_ms + _LEAD_SLACK_MS
+        limit = self.clock.now_ms() + self.lead.ms + _LEAD_SLACK_MS
         far = [r for r in rows if _ready_at(r, due_at) > limit]
         if not far:
             return rows

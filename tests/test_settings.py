@@ -21,6 +21,8 @@ def test_the_defaults_are_valid():
         ({"lease_s": 1.0, "preload_window_s": 1.0}, "CLOCK_LEASE_S"),
         ({"retry_base_s": 2.0, "retry_cap_s": 1.0}, "CLOCK_RETRY_CAP_S"),
         ({"web_nice": 20}, "CLOCK_WEB_NICE"),
+        ({"ring_lead_max_ms": -1}, "CLOCK_RING_LEAD_MAX_MS"),
+        ({"ring_lead_max_ms": 1_001}, "CLOCK_RING_LEAD_MAX_MS"),
     ],
 )
 def test_impossible_values_are_refused_by_name(changes: dict, variable: str):

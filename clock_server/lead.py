@@ -1,0 +1,39 @@
+"""How far ahead of their due time the ring lanes lock rows."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+MARGIN_MS = 2
+
+
+class LockLead:
+    """The lead: at least `floor_ms`, and while the database is slow to lock, enough to cover
+    the slowest of the last `window` waits from taking alarms off the heap to holding their
+    rows, plus a margin; never more than `ceiling_ms`.
+
+    Rows locked ahead are still published no sooner than due, so the lead only decides whether
+    that wait is part of an alarm's lateness. Its price is that a cancel of an alarm within the
+    lead of its ring waits for the ring: kept at the floor while the database answers quickly,
+    raised only under the load that would otherwise make alarms late. A floor of 0 turns
+    locking ahead off altogether.
+    """
+
+    def __init__(self, floor_ms: int, ceiling_ms: int, window: int = 100) -> None:
+        self.floor_ms = floor_ms
+        self.ceiling_ms = max(ceiling_ms, floor_ms) if floor_ms > 0 else 0
+        self._waits: deque[int] = deque(maxlen=window)
+        self._lock = threading.Lock()
+        self._ms = floor_ms
+
+    @property
+    def ms(self) -> int:
+        return self._ms
+
+    def observe(self, wait_ms: int) -> None:
+        """One batch waited `wait_ms` from leaving the heap until its rows were locked."""
+        with self._lock:
+            self._waits.append(wait_ms)
+            slowest = max(self._waits)
+        self._ms = min(self.ceiling_ms, max(self.floor_ms, slowest + MARGIN_MS))

@@ -1,0 +1,119 @@
+"""The ring lanes' lock-ahead: how far ahead of due time rows are locked, and why."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+
+from clock_server.engine import Engine
+from clock_server.lead import MARGIN_MS, LockLead
+from clock_server.metrics import Metrics
+from clock_server.model import NewAlarm
+from clock_server.settings import Settings
+from clock_server.timesource import SystemClock
+
+from .test_engine import _StampingPublisher
+
+
+def test_the_lead_stays_at_its_floor_while_locks_come_quickly():
+    lead = LockLead(5, 50)
+    for wait in (0, 1, 3, 2):
+        lead.observe(wait)
+    assert lead.ms == 5
+
+
+def test_a_slow_lock_raises_the_lead_to_cover_it_up_to_the_ceiling():
+    lead = LockLead(5, 50)
+    lead.observe(20)
+    assert lead.ms == 20 + MARGIN_MS
+    lead.observe(4)  # the slowest of the recent waits still counts
+    assert lead.ms == 20 + MARGIN_MS
+    lead.observe(400)
+    assert lead.ms == 50
+
+
+def test_the_lead_falls_back_once_the_slow_locks_are_out_of_the_window():
+    lead = LockLead(5, 50, window=10)
+    lead.observe(30)
+    for _ in range(9):
+        lead.observe(1)
+    assert lead.ms == 30 + MARGIN_MS
+    lead.observe(1)
+    assert lead.ms == 5
+
+
+def test_a_floor_of_zero_keeps_locking_ahead_off():
+    lead = LockLead(0, 50)
+    lead.observe(30)
+    assert lead.ms == 0
+
+
+class _SlowLocks:
+    """The real claim store, with each ring batch's row locks taking `delay_s` longer, as
+    they do when the database is busy with other work."""
+
+    def __init__(self, claims, delay_s: float) -> None:
+        self._claims = claims
+        self._delay_s = delay_s
+
+    def __getattr__(self, name):
+        return getattr(self._claims, name)
+
+    @contextlib.contextmanager
+    def ring_transaction(self):
+        with self._claims.ring_transaction() as tx:
+            lock_live = tx.lock_live
+
+            def slow_lock_live(due):
+                time.sleep(self._delay_s)
+                return lock_live(due)
+
+            tx.lock_live = slow_lock_live
+            yield tx
+
+
+def _ring_after_a_slow_lock(store, lead_max_ms: int) -> list[int]:
+    """Lateness (ms) of alarms rung after one batch found the row locks 30 ms slow."""
+    clock = SystemClock()
+    publisher = _StampingPublisher()
+    settings = Settings(instance_id="slow", ring_lanes=2, ring_lead_ms=5,
+                        ring_lead_max_ms=lead_max_ms)  # fmt: skip
+    engine = Engine(settings, store, publisher, clock, Metrics())
+    engine.ringer.claims = _SlowLocks(engine.ringer.claims, 0.030)
+    now = clock.now_ms()
+    first = [NewAlarm("app", f"first{lead_max_ms}", "p", now, None)]
+    store.create_many(first, now)
+    engine.preloader.run_once()
+    engine.ringer.run_once()  # rings the first, and learns how long its lock took
+    now = clock.now_ms()
+    targets = [now + 200 + 50 * i for i in range(5)]  # one batch each
+    store.create_many(
+        [NewAlarm("app", f"next{lead_max_ms}-{i}", "p", t, None) for i, t in enumerate(targets)],
+        now,
+    )
+    engine.preloader.run_once()
+    deadline = time.monotonic() + 3
+    while len(publisher.published) < 6 and time.monotonic() < deadline:
+        wait_s = engine.ringer.run_once()
+        time.sleep(min(wait_s or 0.001, 0.005))
+    engine.ringer.close()
+    lateness = []
+    for message, sent_ms in publisher.sent_at.items():
+        body = json.loads(message.body)
+        if body["business_id"].startswith("next"):
+            lateness.append(sent_ms - body["target_ring_at"])
+    return lateness
+
+
+def test_a_slow_lock_makes_the_next_batches_lock_earlier_and_ring_on_time(store):
+    lateness = _ring_after_a_slow_lock(store, lead_max_ms=50)
+    assert len(lateness) == 5
+    assert min(lateness) >= 0, "published early"
+    assert max(lateness) < 20, f"the 30 ms lock was not taken ahead of time: {lateness}"
+
+
+def test_with_the_lead_held_at_its_floor_a_slow_lock_makes_alarms_late(store):
+    lateness = _ring_after_a_slow_lock(store, lead_max_ms=5)
+    assert len(lateness) == 5
+    assert min(lateness) >= 25, f"the lock did not cost what the other test saves: {lateness}"
