@@ -6,9 +6,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
 from flask import Flask, Response, jsonify
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import PathConverter
+from werkzeug.sansio.response import Response as BaseResponse
 
 from clock_server.errors import (
     ClockError,
@@ -78,7 +81,7 @@ def create_app(services: Services) -> Flask:
     from clock_server.api.routes import api
 
     app = Flask("clock_server")
-    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.json = OrjsonProvider(app)
     app.extensions["clock"] = services
     # A business_id may start with "/" or hold a line break: /v1/alarms/app//x must reach the
     # alarm "/x", not be redirected (308, method kept) to the different alarm "x".
@@ -90,6 +93,23 @@ def create_app(services: Services) -> Flask:
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
     return app
+
+
+class OrjsonProvider(DefaultJSONProvider):
+    """Flask's JSON answers through orjson: the json module's encoder was a tenth of a web
+    worker's interpreter time under single creates. Keys keep their order; text is written as
+    UTF-8 rather than escaped. What orjson cannot write (an integer beyond 64 bits) goes
+    through the json module as before."""
+
+    sort_keys = False
+
+    def response(self, *args: Any, **kwargs: Any) -> BaseResponse:
+        obj = self._prepare_response_obj(args, kwargs)
+        try:
+            body = orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
+        except TypeError:
+            return super().response(obj)
+        return Response(body, mimetype=self.mimetype)
 
 
 class _AnyPath(PathConverter):
