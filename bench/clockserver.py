@@ -25,6 +25,29 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU time (user + system) process `pid` has used so far, in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def services_cpu_s() -> dict[str, float]:
+    """CPU seconds used so far by the MariaDB and RabbitMQ servers on this host, by name; a
+    server not found here (another host, another name) is left out."""
+    names = {"mariadbd": "mariadb", "mysqld": "mariadb", "beam.smp": "rabbitmq"}
+    used: dict[str, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            name = names.get((entry / "comm").read_text().strip())
+            if name:
+                used[name] = used.get(name, 0.0) + process_cpu_s(int(entry.name))
+        except OSError:  # the process ended meanwhile
+            continue
+    return used
+
+
 class BenchServer:
     """A fresh database plus one clock-server process. Use as a context manager."""
 
@@ -107,8 +130,7 @@ class BenchServer:
         """CPU time (user + system) the server process has used so far: in a multi-process
         server, the engine's process, the web workers not included."""
         assert self.process is not None
-        stat = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_s(self.process.pid)
 
     def rung_rows(self, application: str) -> list[tuple[int, int, int | None, str]]:
         """(id, target_ring_at, rung_at, status) of every alarm of `application`."""

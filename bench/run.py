@@ -102,9 +102,8 @@ def main() -> None:
             runs, "burst", lambda: scenarios.burst(workdir, sizes["burst"], **server)
         )
     if "scale" in chosen:
-        raw["scale"] = repeat(1, "scale", lambda: scenarios.steady(
-            workdir, 1_000, sizes["steady_s"], prepare=scenarios.fill_far_future(sizes["scale_rows"]),
-            **server))  # fmt: skip
+        raw["scale"] = repeat(runs, "scale", lambda: scenarios.scale(
+            workdir, sizes["scale_rows"], 1_000, sizes["steady_s"], **server))  # fmt: skip
     if "create" in chosen:
         raw["create"] = repeat(runs, "create", lambda: scenarios.create(
             workdir, sizes["create_s"], sizes["batch_alarms"], **server))  # fmt: skip

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-from bench.clockserver import BenchServer
+from bench.clockserver import BenchServer, services_cpu_s
 from bench.collector import Collector
 from bench.load import SteadyLoad, bulk_create
 from bench.stats import summarize
@@ -20,42 +19,55 @@ def steady(
     workdir: Path,
     rate: float,
     duration_s: float,
-    prepare: Callable[[BenchServer], dict] | None = None,
     with_api_load: bool = False,
     **server_settings: str,
 ) -> dict:
-    """Scenario 1: alarms created at `rate`/s for `duration_s`, each due 1-10 s later.
-
-    `prepare` runs against the started server first (scenario 3 fills the table there);
+    """Scenario 1: alarms created at `rate`/s for `duration_s`, each due 1-10 s later;
     `with_api_load` runs wrk's single creates at full speed meanwhile (scenario 5)."""
-    application = f"steady{uuid.uuid4().hex[:6]}"
     with BenchServer(workdir, **server_settings) as server:
-        prepared = prepare(server) if prepare else {}
-        collector = Collector(server.exchange, application, workdir).start()
-        wrk = (
-            WrkCreate(server.base_url, "wrkmixed", int(duration_s)).start()
-            if with_api_load
-            else None
-        )
-        cpu_before = server.cpu_s()
-        load = SteadyLoad(server.base_url, application, rate, duration_s).start().join()
-        api_load = wrk.result() if wrk else None
-        deadline = time.monotonic() + 10 + SETTLE_S
-        while collector.count() < load["created"] and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(1.0)  # late duplicates would arrive here
-        engine_cpu_s = server.cpu_s() - cpu_before
-        arrivals = collector.stop()
-        memory = server.memory_mb()
-        rows = server.rung_rows(application)
+        return _steady_on(server, workdir, rate, duration_s, with_api_load)
+
+
+def scale(workdir: Path, rows: int, rate: float, duration_s: float, **server_settings: str) -> dict:
+    """Scenario 3: scenario 1 on an empty table, then `rows` far-future alarms are added to
+    the same table and scenario 1 runs again: the pair is measured minutes apart on one server,
+    so that the machine's drift over a sitting does not pass for a cost of the rows."""
+    with BenchServer(workdir, **server_settings) as server:
+        empty = _steady_on(server, workdir, rate, duration_s)
+        prepared = fill_far_future(server, rows)
+        full = _steady_on(server, workdir, rate, duration_s)
+    return {**full, "prepared": prepared, "empty": empty}
+
+
+def _steady_on(
+    server: BenchServer, workdir: Path, rate: float, duration_s: float, with_api_load: bool = False
+) -> dict:
+    application = f"steady{uuid.uuid4().hex[:6]}"
+    collector = Collector(server.exchange, application, workdir).start()
+    wrk = WrkCreate(server.base_url, "wrkmixed", int(duration_s)).start() if with_api_load else None
+    cpu_before, services_before = server.cpu_s(), services_cpu_s()
+    load = SteadyLoad(server.base_url, application, rate, duration_s).start().join()
+    api_load = wrk.result() if wrk else None
+    deadline = time.monotonic() + 10 + SETTLE_S
+    while collector.count() < load["created"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # late duplicates would arrive here
+    engine_cpu_s = server.cpu_s() - cpu_before
+    services_used = {name: used - services_before.get(name, 0.0)
+                     for name, used in services_cpu_s().items()}  # fmt: skip
+    arrivals = collector.stop()
+    memory = server.memory_mb()
+    rows = server.rung_rows(application)
+    per_alarm = 1e6 / max(load["created"], 1)
     return {
         "rate": rate,
         "duration_s": duration_s,
         "load": load,
-        "prepared": prepared,
         "api_load": api_load,
         **_delivery_figures(arrivals, rows, load["created"]),
-        "engine_cpu_us_per_alarm": engine_cpu_s / max(load["created"], 1) * 1e6,
+        "engine_cpu_us_per_alarm": engine_cpu_s * per_alarm,
+        # the whole servers' CPU over the run, whatever else they served meanwhile
+        **{f"{name}_cpu_us_per_alarm": used * per_alarm for name, used in services_used.items()},
         **memory,
     }
 
@@ -119,28 +131,24 @@ def burst(
     }
 
 
-def fill_far_future(rows: int) -> Callable[[BenchServer], dict]:
-    """A `prepare` step for scenario 3: `rows` pending alarms a year away, inserted by SQL."""
-
-    def prepare(server: BenchServer) -> dict:
-        started = time.monotonic()
-        far = int(time.time() * 1000) + 365 * 86_400_000
-        # Small transactions: one statement inserting a million rows while the engine's claim
-        # query runs made a stock MariaDB (128 MiB buffer pool) abort with its buffer pool
-        # "occupied by lock heaps".
-        step = 50_000
-        for first in range(0, rows, step):
-            count = min(step, rows - first)
-            server.execute(
-                "INSERT INTO clock (application, business_id, payload, target_ring_at, "
-                "next_try_time, retry_times, status, version, create_time, update_time) "
-                f"SELECT 'far', CONCAT('f', seq), REPEAT('x', 64), {far} + seq, {far} + seq, "
-                f"0, 'pending', 0, {far}, {far} FROM seq_{first + 1}_to_{first + count}"
-            )
-        fill_s = time.monotonic() - started
-        return {"pending_rows": rows, "fill_s": fill_s, "settle_s": _settle(server)}
-
-    return prepare
+def fill_far_future(server: BenchServer, rows: int) -> dict:
+    """`rows` pending alarms a year away, inserted by SQL, then the write-back waited out."""
+    started = time.monotonic()
+    far = int(time.time() * 1000) + 365 * 86_400_000
+    # Small transactions: one statement inserting a million rows while the engine's claim
+    # query runs made a stock MariaDB (128 MiB buffer pool) abort with its buffer pool
+    # "occupied by lock heaps".
+    step = 50_000
+    for first in range(0, rows, step):
+        count = min(step, rows - first)
+        server.execute(
+            "INSERT INTO clock (application, business_id, payload, target_ring_at, "
+            "next_try_time, retry_times, status, version, create_time, update_time) "
+            f"SELECT 'far', CONCAT('f', seq), REPEAT('x', 64), {far} + seq, {far} + seq, "
+            f"0, 'pending', 0, {far}, {far} FROM seq_{first + 1}_to_{first + count}"
+        )
+    fill_s = time.monotonic() - started
+    return {"pending_rows": rows, "fill_s": fill_s, "settle_s": _settle(server)}
 
 
 def _settle(server: BenchServer, timeout_s: float = 120.0) -> float:
