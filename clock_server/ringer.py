@@ -79,6 +79,7 @@ class Ringer:
         self.publish_timeout_s = publish_timeout_s
         self.on_lane_free = on_lane_free
         self.lead = LockLead(lead_ms, lead_max_ms)
+        self._wake_at_ms: int | None = None  # when run_once last asked to be called again
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
         self._executor = ThreadPoolExecutor(lanes, "clock-ring-lane") if lanes > 1 else None
 
@@ -87,29 +88,35 @@ class Ringer:
         if self._lanes is not None and not self._lanes.acquire(timeout=0.05):
             return 0.0
         now_ms = self.clock.now_ms()
+        # A thread that wakes late (a busy machine) is late for the lock as much as a slow
+        # database is: the lead is measured from when this pass was asked for.
+        since_ms = min(now_ms, self._wake_at_ms) if self._wake_at_ms is not None else now_ms
+        self._wake_at_ms = None
         lead_ms = self.lead.ms
         due = self.heap.pop_due(now_ms + lead_ms, self.batch)
         if due:
             if self._executor is not None:
-                self._executor.submit(self._ring_in_lane, due, now_ms)
+                self._executor.submit(self._ring_in_lane, due, since_ms)
             else:
-                self.ring(due, now_ms)
+                self.ring(due, since_ms)
             return 0.0
         if self._lanes is not None:
             self._lanes.release()
         next_due = self.heap.next_due_ms()
         if next_due is None:
             return None
-        return max(next_due - lead_ms - now_ms, 1) / 1000
+        wait_ms = max(next_due - lead_ms - now_ms, 1)
+        self._wake_at_ms = now_ms + wait_ms
+        return wait_ms / 1000
 
     def close(self) -> None:
         """Wait for the batches in flight to finish."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
-    def _ring_in_lane(self, due: list[Claim], taken_ms: int) -> None:
+    def _ring_in_lane(self, due: list[Claim], since_ms: int) -> None:
         try:
-            self.ring(due, taken_ms)
+            self.ring(due, since_ms)
         except Exception:
             log.exception("ring batch of %d failed; its claims return when their lease ends",
                           len(due), extra={"action": "ring_error"})  # fmt: skip
@@ -119,13 +126,13 @@ class Ringer:
             if self.on_lane_free is not None:
                 self.on_lane_free()
 
-    def ring(self, due: list[Claim], taken_ms: int | None = None) -> RingOutcome:
-        """Ring `due`, taken off the heap at `taken_ms` (now, if not given)."""
-        if taken_ms is None:
-            taken_ms = self.clock.now_ms()
+    def ring(self, due: list[Claim], since_ms: int | None = None) -> RingOutcome:
+        """Ring `due`, which was to be taken off the heap at `since_ms` (now, if not given)."""
+        if since_ms is None:
+            since_ms = self.clock.now_ms()
         try:
             with self.claims.ring_transaction() as tx:
-                outcome = self._ring_locked(tx, due, taken_ms)
+                outcome = self._ring_locked(tx, due, since_ms)
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -138,10 +145,10 @@ class Ringer:
         self.metrics.heap_size.set(len(self.heap))
         return outcome
 
-    def _ring_locked(self, tx: RingTransaction, due: list[Claim], taken_ms: int) -> RingOutcome:
+    def _ring_locked(self, tx: RingTransaction, due: list[Claim], since_ms: int) -> RingOutcome:
         outcome = RingOutcome()
         live = tx.lock_live(due)
-        self.lead.observe(self.clock.now_ms() - taken_ms)
+        self.lead.observe(self.clock.now_ms() - since_ms)
         outcome.skipped = len(due) - len(live)
         due_at = {claim.id: claim.due_ms for claim in due}
         rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due)
