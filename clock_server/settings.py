@@ -33,7 +33,7 @@ class Settings:
     declare_queues: bool = True
     host: str = "127.0.0.1"
     port: int = 8080
-    http_threads: int = 16
+    http_threads: int = 32
     web_processes: int = 1
     web_nice: int = 5
     migrate_on_start: bool = True
