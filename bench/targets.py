@@ -257,8 +257,8 @@ def _scale_rows(scale: list[dict[str, Any]], steady: list[dict[str, Any]] | None
     records from before that baseline existed are compared with scenario 1 instead."""
     pending = scale[0]["prepared"]["pending_rows"]
     samples[f"1,000/s beside {pending:,} pending"] = scale[0]["received_sample"]
-    if "empty" in scale[0]:
-        empties = [run["empty"] for run in scale]
+    empties = [run["empty"] for run in scale if "empty" in run]
+    if empties:
         empty = pick(empties, "received_lateness_ms", "p99")["median"]
         baseline = "empty table, same server, just before"
     elif steady:
@@ -282,7 +282,7 @@ def _scale_rows(scale: list[dict[str, Any]], steady: list[dict[str, Any]] | None
                          ("RabbitMQ CPU per alarm (us)", ("rabbitmq_cpu_us_per_alarm",))):  # fmt: skip
         if path[0] not in scale[0]:
             continue
-        before = f"{pick(empties, *path)['median']:,.0f}" if "empty" in scale[0] else "-"
+        before = f"{pick(empties, *path)['median']:,.0f}" if empties else "-"
         rows.append(_row(f"scale: {figure}", pick(scale, *path), f"- (empty: {before})", None, 0))
     rows.append(_row("scale: server RSS (MB)", pick(scale, "peak_rss_mb"), "<= 250",
                      lambda v: v <= 250, 0))  # fmt: skip

@@ -49,8 +49,8 @@ class Ringer:
     With ``lead_ms`` > 0, alarms are taken off the heap that much before they are due and
     their rows locked in advance; the lane then publishes each one the moment it is due, so
     the lock's round trip is not part of the lateness. While locking takes longer than that
-    (a database busy with other work), the lead grows to cover it, up to ``lead_max_ms``
-    (`LockLead`). A cancel may wait that much longer.
+    (a database busy with other work, threads woken late on a busy machine), the lead grows to
+    cover it, up to ``lead_max_ms`` (`LockLead`). A cancel may wait that much longer.
     """
 
     def __init__(

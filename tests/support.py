@@ -26,6 +26,7 @@ from sqlalchemy.pool import NullPool
 from clock_server import migrate
 from clock_server.db import make_engine
 from clock_server.schema import clock
+from clock_server.testing import InMemoryPublisher
 
 MARIADB_URL = os.environ.get("CLOCK_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306")
 AMQP_URL = os.environ.get("CLOCK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -384,3 +385,17 @@ class Cluster:
             server.ensure_stopped()
         self.collector.stop()
         delete_exchange(self.exchange)
+
+
+class StampingPublisher(InMemoryPublisher):
+    """Remembers the wall-clock ms at which each message was handed over."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent_at: dict[Any, int] = {}
+
+    def start_batch(self, messages):  # type: ignore[no-untyped-def]
+        now = time.time_ns() // 1_000_000
+        for message in messages:
+            self.sent_at[message] = now
+        return super().start_batch(messages)

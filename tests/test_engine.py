@@ -18,6 +18,8 @@ from clock_server.settings import Settings
 from clock_server.store import AlarmStore
 from clock_server.testing import InMemoryPublisher, SettableClock
 
+from .support import StampingPublisher
+
 WINDOW_MS = 10_000
 LEASE_MS = 30_000
 
@@ -323,7 +325,7 @@ def test_rows_locked_ahead_are_published_exactly_when_due(store, publisher):
     from clock_server.timesource import SystemClock
 
     clock = SystemClock()
-    stamped = _StampingPublisher()
+    stamped = StampingPublisher()
     settings = Settings(instance_id="lead", ring_lanes=1, ring_lead_ms=400)
     engine = Engine(settings, store, stamped, clock, Metrics())
     now = clock.now_ms()
@@ -336,20 +338,6 @@ def test_rows_locked_ahead_are_published_exactly_when_due(store, publisher):
         target = json.loads(message.body)["target_ring_at"]
         assert target <= sent_ms < target + 50, "published early or far too late"
     assert {a.status for a in store.list("app", None, 100, None)} == {"rung"}
-
-
-class _StampingPublisher(InMemoryPublisher):
-    """Remembers the wall-clock ms at which each message was handed over."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sent_at = {}
-
-    def start_batch(self, messages):
-        now = time.time_ns() // 1_000_000
-        for message in messages:
-            self.sent_at[message] = now
-        return super().start_batch(messages)
 
 
 @pytest.mark.mariadb

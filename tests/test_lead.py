@@ -13,7 +13,7 @@ from clock_server.model import NewAlarm
 from clock_server.settings import Settings
 from clock_server.timesource import SystemClock
 
-from .test_engine import _StampingPublisher
+from .support import StampingPublisher
 
 
 def test_the_lead_stays_at_its_floor_while_locks_come_quickly():
@@ -76,7 +76,7 @@ class _SlowLocks:
 def _ring_after_a_slow_lock(store, lead_max_ms: int) -> list[int]:
     """Lateness (ms) of alarms rung after one batch found the row locks 30 ms slow."""
     clock = SystemClock()
-    publisher = _StampingPublisher()
+    publisher = StampingPublisher()
     settings = Settings(instance_id="slow", ring_lanes=2, ring_lead_ms=5,
                         ring_lead_max_ms=lead_max_ms)  # fmt: skip
     engine = Engine(settings, store, publisher, clock, Metrics())
