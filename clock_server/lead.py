@@ -34,9 +34,11 @@ class LockLead:
     def ms(self) -> int:
         return self._ms
 
-    def observe(self, wait_ms: int) -> None:
-        """One batch waited `wait_ms` from when it was to be taken until its rows were locked."""
+    def observe(self, wait_ms: int) -> int:
+        """One batch waited `wait_ms` from when it was to be taken until its rows were locked;
+        the lead from now on."""
         with self._lock:
             self._waits.append(wait_ms)
             slowest = max(self._waits)
         self._ms = min(self.ceiling_ms, max(self.floor_ms, 2 * slowest + MARGIN_MS))
+        return self._ms

@@ -77,6 +77,12 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",
         )
+        self.ring_lead_ms = Gauge(
+            "clock_ring_lead_ms",
+            "How far ahead of their due time the ring lanes lock rows now (ms)",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.lateness = Histogram(
             "clock_ring_lateness_seconds",
             "Publish time minus due time",

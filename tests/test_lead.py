@@ -122,6 +122,7 @@ def test_with_the_lead_held_at_its_floor_a_slow_lock_makes_alarms_late(store):
 def test_a_ring_thread_woken_late_raises_the_lead_as_a_slow_lock_does(store, fake_clock, publisher):
     settings = Settings(instance_id="late", ring_lanes=1, ring_lead_ms=5, ring_lead_max_ms=50)
     engine = Engine(settings, store, publisher, fake_clock, Metrics())
+    assert engine.metrics.registry.get_sample_value("clock_ring_lead_ms") == 5
     now = fake_clock.now_ms()
     store.create(NewAlarm("app", "late", "p", now + 1_000, None), now)
     engine.preloader.run_once()
@@ -130,3 +131,4 @@ def test_a_ring_thread_woken_late_raises_the_lead_as_a_slow_lock_does(store, fak
     assert engine.ringer.run_once() == 0.0
     assert len(publisher.published) == 1
     assert engine.ringer.lead.ms == 2 * 20 + MARGIN_MS
+    assert engine.metrics.registry.get_sample_value("clock_ring_lead_ms") == 2 * 20 + MARGIN_MS
