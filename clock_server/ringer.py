@@ -79,8 +79,7 @@ class Ringer:
         self.publish_timeout_s = publish_timeout_s
         self.on_lane_free = on_lane_free
         self.lead = LockLead(lead_ms, lead_max_ms)
-        self._lead_shown = self.lead.ms  # what the gauge says; set again only on a change
-        metrics.ring_lead_ms.set(self._lead_shown)
+        metrics.ring_lead_ms.set(self.lead.ms)
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
         self._executor = ThreadPoolExecutor(lanes, "clock-ring-lane") if lanes > 1 else None
@@ -150,9 +149,9 @@ class Ringer:
     def _ring_locked(self, tx: RingTransaction, due: list[Claim], since_ms: int) -> RingOutcome:
         outcome = RingOutcome()
         live = tx.lock_live(due)
+        lead_before = self.lead.ms
         lead_ms = self.lead.observe(self.clock.now_ms() - since_ms)
-        if lead_ms != self._lead_shown:
-            self._lead_shown = lead_ms
+        if lead_ms != lead_before:  # the gauge is a file write in multi-process mode
             self.metrics.ring_lead_ms.set(lead_ms)
         outcome.skipped = len(due) - len(live)
         due_at = {claim.id: claim.due_ms for claim in due}
