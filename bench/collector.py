@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pika
 
+from bench.clockserver import process_cpu_s
+
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
@@ -80,6 +82,11 @@ class Collector:
         if not self._ready.wait(20):
             raise RuntimeError("the collector could not connect to RabbitMQ")
         return self
+
+    def cpu_s(self) -> float:
+        """CPU time the collector's process has used so far."""
+        assert self._process.pid is not None
+        return process_cpu_s(self._process.pid)
 
     def count(self) -> int:
         try:

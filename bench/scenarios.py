@@ -45,31 +45,40 @@ def _steady_on(
     application = f"steady{uuid.uuid4().hex[:6]}"
     collector = Collector(server.exchange, application, workdir).start()
     wrk = WrkCreate(server.base_url, "wrkmixed", int(duration_s)).start() if with_api_load else None
-    cpu_before, services_before = server.cpu_s(), services_cpu_s()
+    cpu_before = _cpu_s(server)
     load = SteadyLoad(server.base_url, application, rate, duration_s).start().join()
     api_load = wrk.result() if wrk else None
     deadline = time.monotonic() + 10 + SETTLE_S
     while collector.count() < load["created"] and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)  # late duplicates would arrive here
-    engine_cpu_s = server.cpu_s() - cpu_before
-    services_used = {name: used - services_before.get(name, 0.0)
-                     for name, used in services_cpu_s().items()}  # fmt: skip
+    cpu_used = _cpu_per_alarm_us(cpu_before, _cpu_s(server), load["created"])
     arrivals = collector.stop()
     memory = server.memory_mb()
     rows = server.rung_rows(application)
-    per_alarm = 1e6 / max(load["created"], 1)
     return {
         "rate": rate,
         "duration_s": duration_s,
         "load": load,
         "api_load": api_load,
         **_delivery_figures(arrivals, rows, load["created"]),
-        "engine_cpu_us_per_alarm": engine_cpu_s * per_alarm,
-        # the whole servers' CPU over the run, whatever else they served meanwhile
-        **{f"{name}_cpu_us_per_alarm": used * per_alarm for name, used in services_used.items()},
+        **cpu_used,
         **memory,
     }
+
+
+def _cpu_s(server: BenchServer, collector: Collector | None = None) -> dict[str, float]:
+    """CPU seconds used so far by the engine's process, the MariaDB and RabbitMQ servers (all
+    they served meanwhile) and, if given, the collector."""
+    used = {"engine": server.cpu_s(), **services_cpu_s()}
+    if collector is not None:
+        used["collector"] = collector.cpu_s()
+    return used
+
+
+def _cpu_per_alarm_us(before: dict[str, float], after: dict[str, float], alarms: int) -> dict:
+    return {f"{name}_cpu_us_per_alarm": (used - before.get(name, 0.0)) * 1e6 / max(alarms, 1)
+            for name, used in after.items()}  # fmt: skip
 
 
 def _delivery_figures(arrivals, rows, created: int) -> dict:  # type: ignore[no-untyped-def]
@@ -108,9 +117,12 @@ def burst(
         target_ms = int(time.time() * 1000) + int(count / insert_rate_guess * 1000) + 15_000
         insert = bulk_create(server.base_url, application, count, target_ms)
         late_insert_ms = int(time.time() * 1000) - target_ms
-        deadline = time.monotonic() + max(0, -late_insert_ms / 1000) + count / 2_000 + 30
+        time.sleep(max(0.0, -late_insert_ms / 1000))
+        cpu_before = _cpu_s(server, collector)  # the drain's, not the inserts' aftermath
+        deadline = time.monotonic() + count / 2_000 + 30
         while collector.count() < insert["created"] and time.monotonic() < deadline:
             time.sleep(0.5)
+        cpu_used = _cpu_per_alarm_us(cpu_before, _cpu_s(server, collector), insert["created"])
         arrivals = collector.stop()
         memory = server.memory_mb()
         rows = server.rung_rows(application)
@@ -127,6 +139,7 @@ def burst(
         "receive_drain_s": received_ms / 1000,
         "first_ring_after_start_ms": min(rung_at) - start_ms if rung_at else None,
         **_delivery_figures(arrivals, rows, insert["created"]),
+        **cpu_used,
         **memory,
     }
 

@@ -8,6 +8,8 @@ from typing import Any
 from bench.report import spread
 
 Pick = Callable[..., dict[str, float]]
+_CPU_NAMES = (("engine", "engine process"), ("mariadb", "MariaDB"), ("rabbitmq", "RabbitMQ"),
+              ("collector", "collector (the bench's consumer)"))  # fmt: skip
 
 
 def _row(figure: str, cell: dict[str, float] | None, target: str, ok: Callable[[float], bool] | None,
@@ -68,6 +70,10 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
             rows.append(_row("burst: ring rate / publish rate with a consumer attached (same run)",
                              _ratio(rate, consumed_rate), "-", None, 2))  # fmt: skip
         rows.append(_row("burst: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0))
+        for name, label in _CPU_NAMES:
+            if f"{name}_cpu_us_per_alarm" in runs[0]:  # records from before this figure lack it
+                rows.append(_row(f"burst: {label} CPU per alarm during the drain (us)",
+                                 pick(runs, f"{name}_cpu_us_per_alarm"), "-", None, 0))  # fmt: skip
     if "scale" in raw:
         rows += _scale_rows(raw["scale"], raw.get("steady_1000"), pick, samples)
     if "create" in raw:
