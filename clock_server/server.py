@@ -9,6 +9,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
@@ -118,15 +119,21 @@ class ThrottledLogger:
     """Stands in for a logger: one warning per `seconds` goes through, saying how many were
     held back meanwhile. The time is checked before any log record is made."""
 
-    def __init__(self, logger: logging.Logger, seconds: float) -> None:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        seconds: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.logger = logger
         self.seconds = seconds
+        self.monotonic = monotonic
         self._next = 0.0
         self._held = 0
         self._lock = threading.Lock()
 
     def warning(self, message: str, *args: object) -> None:
-        now = time.monotonic()
+        now = self.monotonic()
         with self._lock:
             if now < self._next:
                 self._held += 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 
 import pytest
 
@@ -14,17 +13,20 @@ from clock_server.server import ThrottledLogger
 def test_throttled_logger_lets_one_warning_through_and_counts_the_rest(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    throttled = ThrottledLogger(logging.getLogger("waitress.queue"), 0.2)
+    now = [100.0]
+    throttled = ThrottledLogger(logging.getLogger("waitress.queue"), 0.25, lambda: now[0])
     with caplog.at_level(logging.WARNING, logger="waitress.queue"):
         throttled.warning("Task queue depth is %d", 1)
         for depth in range(5):
+            now[0] += 0.04
             throttled.warning("Task queue depth is %d", depth)
-        time.sleep(0.25)
+        now[0] = 100.25  # exactly one interval after the first: the next one goes through
         throttled.warning("Task queue depth is %d", 9)
+        now[0] += 0.24
         throttled.warning("Task queue depth is %d", 2)
     assert [r.getMessage() for r in caplog.records] == [
         "Task queue depth is 1",
-        "Task queue depth is 9 (5 similar messages in the last 0.2 s)",
+        "Task queue depth is 9 (5 similar messages in the last 0.25 s)",
     ]
 
 
