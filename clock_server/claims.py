@@ -9,7 +9,7 @@ from sqlalchemy import Connection, case, update
 
 from clock_server.model import DEAD, EXPIRED, PENDING, RUNG, Claim, RingRow
 from clock_server.schema import clock
-from clock_server.store import AlarmStore, chunks, param_marker, translate_errors
+from clock_server.store import AlarmStore, chunks, translate_errors
 
 _ID_CHUNK = 1_000
 
@@ -17,9 +17,8 @@ _ID_CHUNK = 1_000
 class ClaimStore:
     """Leases on due alarms, taken in batches with SKIP LOCKED, valid while the version holds."""
 
-    def __init__(self, store: AlarmStore, owner: str) -> None:
+    def __init__(self, store: AlarmStore) -> None:
         self.store = store
-        self.owner = owner
 
     def claim_due(self, horizon_ms: int, lease_until_ms: int, limit: int) -> list[Claim]:
         """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first.
@@ -38,13 +37,10 @@ class ClaimStore:
             rows = conn.exec_driver_sql(query).all()
             if not rows:
                 return []
-            marker = param_marker(conn.dialect)
             for chunk in chunks([row[0] for row in rows], _ID_CHUNK):
                 conn.exec_driver_sql(
                     f"UPDATE clock SET next_try_time = {int(lease_until_ms)},"
-                    f" claimed_by = {marker}, version = version + 1"
-                    f" WHERE id IN ({_id_list(chunk)})",
-                    (self.owner,),
+                    f" version = version + 1 WHERE id IN ({_id_list(chunk)})"
                 )
         return [
             Claim(due_ms=due_ms, id=alarm_id, version=version + 1)
@@ -66,7 +62,6 @@ class ClaimStore:
                     )
                     .values(
                         next_try_time=case({c.id: c.due_ms for c in chunk}, value=by_id),
-                        claimed_by=None,
                         version=clock.c.version + 1,
                         update_time=now_ms,
                     )
@@ -132,7 +127,6 @@ class RingTransaction:
                 .values(
                     next_try_time=case(dict(chunk), value=clock.c.id),
                     retry_times=clock.c.retry_times + 1,
-                    claimed_by=None,
                     version=clock.c.version + 1,
                     update_time=now_ms,
                 )
@@ -141,7 +135,7 @@ class RingTransaction:
     def _set_final(self, ids: Sequence[int], status: str, now_ms: int, also: str = "") -> None:
         """Written out like lock_live's statement: no statement object built per batch."""
         assignments = (
-            f"status = '{status}', claimed_by = NULL, version = version + 1,"
+            f"status = '{status}', version = version + 1,"
             f" next_try_time = {int(now_ms)}, update_time = {int(now_ms)}"
             + (f", {also}" if also else "")
         )

@@ -49,7 +49,7 @@ class Engine:
         self.clock = clock
         self.metrics = metrics
         self.publisher = publisher
-        self.claims = ClaimStore(store, settings.instance_id)
+        self.claims = ClaimStore(store)
         self.heap = ClaimHeap(settings.heap_size)
         self.preload_waker = Waker()
         self.ring_waker = Waker()

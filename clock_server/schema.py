@@ -43,7 +43,6 @@ clock = Table(
     # Bumped whenever a claim is taken or given up or the due time moves, so the ring
     # thread can tell a stale in-memory entry from a live one.
     Column("version", BigInteger, nullable=False, server_default="0"),
-    Column("claimed_by", String(80), nullable=True),
     Column("create_time", BigInteger, nullable=False),
     Column("update_time", BigInteger, nullable=False),
     UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),

@@ -27,7 +27,6 @@ _ALARM_COLUMNS = (
     clock.c.rung_at,
     clock.c.create_time,
     clock.c.update_time,
-    clock.c.claimed_by,
 )
 
 
@@ -210,7 +209,6 @@ class AlarmStore:
                 values.update(
                     target_ring_at=changes.target_ring_at,
                     next_try_time=changes.target_ring_at,
-                    claimed_by=None,
                     version=clock.c.version + 1,
                 )
             conn.execute(update(clock).where(clock.c.id == row.id).values(values))
@@ -228,7 +226,6 @@ class AlarmStore:
                     .where(clock.c.id == row.id)
                     .values(
                         status=CANCELLED,
-                        claimed_by=None,
                         update_time=now_ms,
                         version=clock.c.version + 1,
                     )

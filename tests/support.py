@@ -37,8 +37,8 @@ def unique(prefix: str = "t") -> str:
 
 
 @contextmanager
-def mariadb_database(prefix: str = "clock_test") -> Iterator[str]:
-    """A fresh, migrated MariaDB database for the duration of the block."""
+def mariadb_database(prefix: str = "clock_test", revision: str = "head") -> Iterator[str]:
+    """A fresh MariaDB database, migrated to `revision`, for the duration of the block."""
     name = unique(prefix + "_")
     # No pool: a test may restart MariaDB meanwhile, and the DROP needs a live connection.
     admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
@@ -46,7 +46,7 @@ def mariadb_database(prefix: str = "clock_test") -> Iterator[str]:
         conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
     url = f"{MARIADB_URL}/{name}"
     engine = make_engine(url, pool_size=2)
-    migrate.upgrade(engine)
+    migrate.upgrade(engine, revision)
     engine.dispose()
     try:
         yield url

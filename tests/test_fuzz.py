@@ -150,7 +150,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         assert response.status_code == 201
         if business_id == "seed-3":
             client.delete(f"/v1/alarms/{application}/{business_id}", headers=bearer(ADMIN))
-    claims = ClaimStore(services.store, "fuzz")
+    claims = ClaimStore(services.store)
     now = services.clock.now_ms()
     claims.claim_due(now, now + 1, 100)
     rung = [services.store.get(app, "seed-4").id for app in ("orders", "billing", "other")]

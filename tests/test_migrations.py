@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text
 
 from clock_server import migrate
 from clock_server.db import make_engine
 from clock_server.schema import metadata
+from tests.support import mariadb_database
 
 
 def test_migrated_schema_matches_the_models(db_url: str):
@@ -18,3 +24,38 @@ def test_migrated_schema_matches_the_models(db_url: str):
         differences = compare_metadata(context, metadata)
     engine.dispose()
     assert differences == []
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def at_0001(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database whose schema is at revision 0001."""
+    if request.param == "mariadb":
+        with mariadb_database("clock_migrate", revision="0001") as url:
+            yield url
+        return
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url, pool_size=1)
+    migrate.upgrade(engine, "0001")
+    engine.dispose()
+    yield url
+
+
+def test_dropping_claimed_by_keeps_every_alarm(at_0001: str):
+    engine = make_engine(at_0001, pool_size=1)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO clock (application, business_id, payload, target_ring_at,"
+                " next_try_time, retry_times, status, version, claimed_by, create_time,"
+                " update_time) VALUES ('app', 'b', 'p', 5, 9, 0, 'pending', 3, 'e1', 1, 2)"
+            )
+        )
+    migrate.upgrade(engine)
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT business_id, next_try_time, version FROM clock")).one()
+        columns = {column["name"] for column in inspect(conn).get_columns("clock")}
+        indexes = {index["name"] for index in inspect(conn).get_indexes("clock")}
+    engine.dispose()
+    assert tuple(row) == ("b", 9, 3)
+    assert "claimed_by" not in columns
+    assert {"ix_clock_status_next_try_time", "ix_clock_application_id"} <= indexes

@@ -126,12 +126,12 @@ def test_get_unknown_is_not_found(store: AlarmStore):
 
 def test_update_moves_target_and_drops_the_claim(store: AlarmStore):
     alarm, _ = store.create(new(), NOW)
-    claims = ClaimStore(store, "e1").claim_due(NOW + 10_000, NOW + 30_000, 10)
+    claims = ClaimStore(store).claim_due(NOW + 10_000, NOW + 30_000, 10)
     assert [c.id for c in claims] == [alarm.id]
     moved = store.update("app", "b1", AlarmChanges(target_ring_at=NOW + 5_000), NOW + 1)
     assert moved.target_ring_at == moved.next_try_time == NOW + 5_000
     assert moved.updated_at == NOW + 1
-    with ClaimStore(store, "e1").ring_transaction() as tx:
+    with ClaimStore(store).ring_transaction() as tx:
         assert tx.lock_live(claims) == []
 
 
@@ -156,7 +156,7 @@ def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
         store.update("app", "c", AlarmChanges(payload="x"), NOW)
     assert info.value.status == "cancelled"
     store.create(new("r", target=NOW), NOW)
-    claims_store = ClaimStore(store, "e1")
+    claims_store = ClaimStore(store)
     claims = claims_store.claim_due(NOW, NOW + 30_000, 10)
     with claims_store.ring_transaction() as tx:
         tx.mark_rung([(c.id, NOW) for c in claims], NOW)
@@ -167,7 +167,7 @@ def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
 
 def test_outcomes_of_a_ring_batch_are_recorded_per_alarm(store: AlarmStore):
     store.create_many([new(f"o{i}", target=NOW) for i in range(7)], NOW)
-    claims_store = ClaimStore(store, "e1")
+    claims_store = ClaimStore(store)
     ids = [c.id for c in claims_store.claim_due(NOW, NOW + 30_000, 10)]
     with claims_store.ring_transaction() as tx:
         # three publish groups, each with its own time; one dead, one expired
@@ -205,7 +205,7 @@ def test_list_pages_by_id_with_filters(store: AlarmStore):
 def test_claims_are_exclusive_earliest_first_and_within_the_horizon(store: AlarmStore):
     for i in range(40):
         store.create(new(f"b{i}", target=NOW + i * 100), NOW)
-    a, b = ClaimStore(store, "a"), ClaimStore(store, "b")
+    a, b = ClaimStore(store), ClaimStore(store)
     first = a.claim_due(NOW + 1_950, NOW + 30_000, 10)
     assert [c.due_ms for c in first] == [NOW + i * 100 for i in range(10)]
     with ThreadPoolExecutor(2) as pool:
@@ -217,21 +217,19 @@ def test_claims_are_exclusive_earliest_first_and_within_the_horizon(store: Alarm
 
 def test_release_makes_alarms_due_again_at_their_own_time(store: AlarmStore):
     alarm, _ = store.create(new(target=NOW + 500), NOW)
-    claims_store = ClaimStore(store, "a")
+    claims_store = ClaimStore(store)
     claims = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10)
     assert store.get("app", "b1").next_try_time == NOW + 30_000
     assert claims_store.release(claims, NOW) == 1
     assert claims_store.release(claims, NOW) == 0  # stale: already given back
     assert store.get("app", "b1").next_try_time == NOW + 500
-    assert [c.id for c in ClaimStore(store, "b").claim_due(NOW + 500, NOW + 30_000, 10)] == [
-        alarm.id
-    ]
+    assert [c.id for c in ClaimStore(store).claim_due(NOW + 500, NOW + 30_000, 10)] == [alarm.id]
 
 
 def test_an_expired_lease_can_be_claimed_by_another_engine(store: AlarmStore):
     store.create(new(target=NOW), NOW)
-    old = ClaimStore(store, "dead").claim_due(NOW, NOW + 30_000, 10)
-    survivor = ClaimStore(store, "alive")
+    old = ClaimStore(store).claim_due(NOW, NOW + 30_000, 10)
+    survivor = ClaimStore(store)
     assert survivor.claim_due(NOW + 30_000 - 1, NOW + 60_000, 10) == []
     taken = survivor.claim_due(NOW + 30_000, NOW + 60_000, 10)
     assert [c.due_ms for c in taken] == [NOW + 30_000]
@@ -242,7 +240,7 @@ def test_an_expired_lease_can_be_claimed_by_another_engine(store: AlarmStore):
 
 def test_retry_bookkeeping(store: AlarmStore):
     store.create(new(target=NOW), NOW)
-    claims_store = ClaimStore(store, "a")
+    claims_store = ClaimStore(store)
     claims = claims_store.claim_due(NOW, NOW + 30_000, 10)
     with claims_store.ring_transaction() as tx:
         tx.schedule_retries([(claims[0].id, NOW + 800)], NOW)
@@ -256,5 +254,5 @@ def test_count_overdue_sees_only_unclaimed_pending_alarms(store: AlarmStore):
     store.create(new("soon", target=NOW + 10_000), NOW)
     store.create(new("gone", target=NOW - 10_000), NOW)
     store.cancel("app", "gone", NOW)
-    ClaimStore(store, "e").claim_due(NOW - 15_000, NOW + 30_000, 10)
+    ClaimStore(store).claim_due(NOW - 15_000, NOW + 30_000, 10)
     assert store.count_overdue(NOW) == 1
