@@ -20,17 +20,27 @@ class ClaimStore:
     def __init__(self, store: AlarmStore) -> None:
         self.store = store
 
-    def claim_due(self, horizon_ms: int, lease_until_ms: int, limit: int) -> list[Claim]:
-        """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first.
+    def claim_due(
+        self, horizon_ms: int, lease_until_ms: int, limit: int, from_ms: int | None = None
+    ) -> list[Claim]:
+        """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first;
+        with `from_ms`, only those with next_try_time >= from_ms.
 
         Each claimed row's next_try_time moves to `lease_until_ms`, out of the range the next
         scan reads; if this process dies, the alarm becomes due again when the lease ends.
+        Moving it leaves a delete-marked entry at the head of the index until MariaDB purges
+        it, which a scan from the start walks again: `from_ms` lets a pass that follows
+        another start where that one stopped.
         """
         caps = self.store.caps
         lock = " FOR UPDATE SKIP LOCKED" if caps.skip_locked else " FOR UPDATE" * caps.row_locks
+        # Without the hint MariaDB reads a wide range by `status` alone, which cannot start
+        # at from_ms.
+        hint = " FORCE INDEX (ix_clock_status_next_try_time)" if caps.index_hints else ""
+        floor = f" AND next_try_time >= {int(from_ms)}" if from_ms is not None else ""
         query = (
-            f"SELECT id, next_try_time, version FROM clock WHERE status = '{PENDING}'"
-            f" AND next_try_time <= {int(horizon_ms)} ORDER BY next_try_time"
+            f"SELECT id, next_try_time, version FROM clock{hint} WHERE status = '{PENDING}'"
+            f"{floor} AND next_try_time <= {int(horizon_ms)} ORDER BY next_try_time"
             f" LIMIT {int(limit)}{lock}"
         )
         with translate_errors(), self.store.engine.begin() as conn:

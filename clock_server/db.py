@@ -17,6 +17,7 @@ class Capabilities:
     row_locks: bool  # SELECT ... FOR UPDATE (MySQL/MariaDB); SQLite locks the whole file
     skip_locked: bool  # FOR UPDATE SKIP LOCKED (MySQL 8, MariaDB 10.6)
     insert_returning: bool  # INSERT ... RETURNING (MariaDB 10.5, SQLite 3.35; not MySQL)
+    index_hints: bool  # FORCE INDEX (MySQL/MariaDB)
 
 
 def make_engine(url: str, pool_size: int = 20) -> Engine:
@@ -57,6 +58,7 @@ def capabilities(engine: Engine) -> Capabilities:
             row_locks=False,
             skip_locked=False,
             insert_returning=sqlite3.sqlite_version_info >= (3, 35),
+            index_hints=False,
         )
     with engine.connect() as conn:
         version = str(conn.exec_driver_sql("SELECT VERSION()").scalar_one())
@@ -66,6 +68,7 @@ def capabilities(engine: Engine) -> Capabilities:
         row_locks=True,
         skip_locked=release >= (10, 6) if mariadb else release >= (8, 0),
         insert_returning=mariadb and release >= (10, 5),
+        index_hints=True,
     )
 
 

@@ -103,6 +103,7 @@ class Engine:
         """An alarm was written that falls due at `due_ms`: claim it now if the next regular
         preload pass might come too late for it."""
         if due_ms <= self.clock.now_ms() + self._wake_horizon_ms:
+            self.preloader.rescan()
             self.preload_waker.wake()
 
     def stop(self, timeout_s: float | None = None) -> None:

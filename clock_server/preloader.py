@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 from clock_server.claims import ClaimStore
 from clock_server.heap import ClaimHeap
@@ -14,7 +15,15 @@ log = logging.getLogger(__name__)
 
 
 class Preloader:
-    """Claims pending alarms due before now + window, earliest first, as far as the heap allows."""
+    """Claims pending alarms due before now + window, earliest first, as far as the heap allows.
+
+    A pass whose batch came back full is followed at once by another, which starts its scan
+    at the due time where the last one stopped (the scan floor) instead of walking again the
+    entries the claims before it left behind. Rows can still appear below the floor: a new or
+    moved alarm (the engine calls rescan()), claims given back, rows another transaction held
+    when the scan passed. So the floor is dropped after every wait, after claims are given
+    back, on rescan(), and at the latest one interval after a scan from the start.
+    """
 
     def __init__(
         self,
@@ -38,10 +47,18 @@ class Preloader:
         self.interval_s = interval_s
         self.lease_ms = lease_ms
         self.batch = batch
+        self._floor_ms: int | None = None
+        self._floor_until_ms = 0
+        self._rescan = threading.Event()
+
+    def rescan(self) -> None:
+        """Make the next pass scan from the start: an alarm may have become due below the floor."""
+        self._rescan.set()
 
     def run_once(self) -> float:
         """One claim pass; returns seconds until the next (0 when the batch came back full)."""
         now_ms = self.clock.now_ms()
+        from_ms = self._scan_floor(now_ms)
         horizon_ms = now_ms + self.window_ms
         limit = min(self.heap.free(), self.batch)
         if limit == 0:
@@ -51,10 +68,24 @@ class Preloader:
                 return self.interval_s
             horizon_ms = min(horizon_ms, latest - 1)
             limit = self.batch
-        claimed = self.claims.claim_due(horizon_ms, now_ms + self.lease_ms, limit)
+        claimed = self.claims.claim_due(horizon_ms, now_ms + self.lease_ms, limit, from_ms)
         if claimed:
             self._hold(claimed, now_ms)
-        return 0.0 if len(claimed) == limit else self.interval_s
+        if len(claimed) < limit:
+            self._floor_ms = None
+            return self.interval_s
+        if from_ms is None:
+            self._floor_until_ms = now_ms + int(self.interval_s * 1000)
+        self._floor_ms = max(claim.due_ms for claim in claimed)
+        return 0.0
+
+    def _scan_floor(self, now_ms: int) -> int | None:
+        if self._rescan.is_set():  # cleared before the scan: a rescan asked during it counts
+            self._rescan.clear()
+            self._floor_ms = None
+        elif now_ms >= self._floor_until_ms:
+            self._floor_ms = None
+        return self._floor_ms
 
     def _hold(self, claimed: list, now_ms: int) -> None:  # type: ignore[type-arg]
         result = self.heap.push_many(claimed)
@@ -63,6 +94,7 @@ class Preloader:
         if result.head_moved_earlier:
             self.ring_waker.wake()
         if result.displaced:
+            self._rescan.set()  # given back at their own due times, below the floor
             released = self.claims.release(result.displaced, now_ms)
             self.metrics.released.inc(released)
             log.debug("heap full: gave back %d later claims", len(result.displaced))

@@ -215,6 +215,16 @@ def test_claims_are_exclusive_earliest_first_and_within_the_horizon(store: Alarm
     assert b.claim_due(NOW + 1_950, NOW + 30_000, 100) == []
 
 
+def test_a_claim_from_a_floor_skips_what_is_due_before_it(store: AlarmStore):
+    for i in range(6):
+        store.create(new(f"b{i}", target=NOW + i * 100), NOW)
+    claims_store = ClaimStore(store)
+    taken = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10, from_ms=NOW + 300)
+    assert [c.due_ms for c in taken] == [NOW + 300, NOW + 400, NOW + 500]  # the floor included
+    rest = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10)
+    assert [c.due_ms for c in rest] == [NOW, NOW + 100, NOW + 200]
+
+
 def test_release_makes_alarms_due_again_at_their_own_time(store: AlarmStore):
     alarm, _ = store.create(new(target=NOW + 500), NOW)
     claims_store = ClaimStore(store)
