@@ -102,11 +102,15 @@ class RingTransaction:
         wanted = {claim.id: claim.version for claim in claims}
         lock = " FOR UPDATE" if self.row_locks else ""
         live: list[RingRow] = []
+        make = RingRow._make
         for chunk in chunks(sorted(wanted), _ID_CHUNK):
-            query = f"SELECT {_RING_COLUMNS} FROM clock WHERE id IN ({_id_list(chunk)}){lock}"
+            query = (
+                f"SELECT {_RING_COLUMNS} FROM clock WHERE id IN ({_id_list(chunk)})"
+                f" AND status = '{PENDING}'{lock}"
+            )
             for row in self.conn.exec_driver_sql(query):
-                if row[7] == PENDING and row[8] == wanted[row[0]]:
-                    live.append(RingRow(*row[:7]))
+                if row[7] == wanted[row[0]]:
+                    live.append(make(row[:7]))
         return live
 
     def mark_rung(self, rung_at: Sequence[tuple[int, int]], now_ms: int) -> None:
@@ -158,8 +162,7 @@ class RingTransaction:
 # Written out, with the ids inlined, rather than built with select(): expanding a bound IN
 # list of 1,000 ids and wrapping each row cost more than the database's own work.
 _RING_COLUMNS = (
-    "id, application, business_id, payload, target_ring_at, latest_ring_at, retry_times,"
-    " status, version"
+    "id, application, business_id, payload, target_ring_at, latest_ring_at, retry_times, version"
 )
 
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True, slots=True)
-class OutgoingMessage:
-    """One alarm ready to be published."""
+class OutgoingMessage(NamedTuple):
+    """One alarm ready to be published (a tuple: one is built per alarm on the ring path)."""
 
     message_id: str
     application: str  # the routing key; also names the queue clock.<application>
