@@ -115,6 +115,9 @@ def main() -> None:
             workdir, 100, sizes["steady_s"], **server))  # fmt: skip
     if "peers" in chosen:
         raw["peers"] = run_peers(sizes)
+        # the peers' burst size for clock too, so that their rates compare like with like
+        raw["peer_size_burst"] = repeat(runs, f"burst of {sizes['peer_burst']:,}",
+                                        lambda: scenarios.burst(workdir, sizes["peer_burst"], **server))  # fmt: skip
     partial.write_text(json.dumps(raw, default=str))
     finish(raw, stamp)
 
