@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.report import spread
+from bench.stats import median_and_spread
 
 Pick = Callable[..., dict[str, float]]
 _CPU_NAMES = (("engine", "engine process"), ("mariadb", "MariaDB"), ("rabbitmq", "RabbitMQ"),
@@ -41,6 +42,9 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                      pick(runs, "published_lateness_ms", "p99"), "-", None, 0),
                 _row(f"{label}: early rings", pick(runs, "early"), "0", lambda v: v == 0, 0),
                 _row(f"{label}: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0),
+                _row(f"{label}: alarms created per second (achieved)",
+                     median_and_spread([run["load"]["created"] / run["load"]["elapsed_s"] for run in runs]),
+                     "-", None, 0),
             ]  # fmt: skip
             if "transit_ms" in runs[0]:  # records from before these figures lack them
                 rows += [
