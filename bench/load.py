@@ -8,7 +8,9 @@ import time
 
 import requests
 
-MAX_BATCH = 1_000
+from clock_server.settings import Settings
+
+MAX_BATCH = Settings.batch_max_items  # the most the bench's server takes per batch request
 
 
 def _steady(
