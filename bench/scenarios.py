@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bench.clockserver import BenchServer, services_cpu_s
 from bench.collector import Collector
+from bench.http_alone import http_alone_rate
 from bench.load import SteadyLoad, bulk_create
 from bench.stats import summarize
 from bench.wrk_load import WrkCreate
@@ -183,13 +184,15 @@ def _settle(server: BenchServer, timeout_s: float = 120.0) -> float:
 
 
 def create(workdir: Path, duration_s: int, batch_alarms: int, **server_settings: str) -> dict:
-    """Scenario 4: single creates with wrk (64 connections), then alarms/s through the batch API."""
+    """Scenario 4: single creates with wrk (64 connections), then alarms/s through the batch API;
+    first the same wrk against the HTTP stack alone, for the share the web stack takes."""
+    http_alone = http_alone_rate(duration_s, int(server_settings.get("web_processes", 2)))
     with BenchServer(workdir, **server_settings) as server:
         single = WrkCreate(server.base_url, "wrkcreate", duration_s).start().result()
         far = int(time.time() * 1000) + 86_400_000
         batch = bulk_create(server.base_url, f"batch{uuid.uuid4().hex[:6]}", batch_alarms, far)
         memory = server.memory_mb()
-    return {"single": single, "batch": batch, **memory}
+    return {"single": single, "batch": batch, "http_alone": http_alone, **memory}
 
 
 def clients(workdir: Path, connections: int, duration_s: int, **server_settings: str) -> dict:

@@ -99,6 +99,17 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                 lambda v: v <= 20,
             )
         )
+        if "http_alone" in runs[0]:  # records from before this figure lack it
+            alone = pick(runs, "http_alone", "requests_per_s")
+            rows += [
+                _row("single create: Flask + waitress alone, a JSON echo (same wrk, requests/s)",
+                     alone, "-", None, 0),
+                _row("single create: that echo's p99 latency (ms)",
+                     pick(runs, "http_alone", "p99_ms"), "-", None),
+                _row("single create: requests/s / the echo's, just before (per run)",
+                     median_and_spread([run["single"]["requests_per_s"] / run["http_alone"]["requests_per_s"]
+                                        for run in runs]), "-", None, 2),
+            ]  # fmt: skip
         rows.append(
             _row(
                 "batch create: alarms/s (1,000 per request)",
