@@ -27,8 +27,31 @@ def _free_port() -> int:
 
 def process_cpu_s(pid: int) -> float:
     """CPU time (user + system) process `pid` has used so far, in seconds."""
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _cpu_of(_stat_fields(pid))
+
+
+def _stat_fields(pid: int | str) -> list[str]:
+    """/proc/<pid>/stat after the command name: [0] is the state, [1] the parent's pid."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _cpu_of(stat: list[str]) -> float:
     return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s(parent_pid: int) -> float:
+    """CPU seconds used so far by the live child processes of `parent_pid`."""
+    used = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = _stat_fields(entry.name)
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(stat[1]) == parent_pid:
+            used += _cpu_of(stat)
+    return used
 
 
 def services_cpu_s() -> dict[str, float]:
@@ -131,6 +154,11 @@ class BenchServer:
         server, the engine's process, the web workers not included."""
         assert self.process is not None
         return process_cpu_s(self.process.pid)
+
+    def web_cpu_s(self) -> float:
+        """CPU time the web worker processes have used so far (none in a one-process server)."""
+        assert self.process is not None
+        return children_cpu_s(self.process.pid)
 
     def rung_rows(self, application: str) -> list[tuple[int, int, int | None, str]]:
         """(id, target_ring_at, rung_at, status) of every alarm of `application`."""

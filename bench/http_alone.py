@@ -21,6 +21,7 @@ import time
 import requests
 from flask import Flask, jsonify, request
 
+from bench.clockserver import process_cpu_s
 from bench.wrk_load import WrkCreate
 from clock_server.server import create_http_server
 from clock_server.settings import Settings
@@ -44,7 +45,8 @@ def echo_app() -> Flask:
 
 
 def http_alone_rate(duration_s: int, processes: int = 2) -> dict:  # type: ignore[type-arg]
-    """wrk's figures (as scenario 4 reports them) against `processes` echo servers."""
+    """wrk's figures (as scenario 4 reports them) against `processes` echo servers, and the
+    CPU time those servers spent per request."""
     listeners = listening_sockets("127.0.0.1", 0, processes)
     port = listeners[0].getsockname()[1]
     children = [
@@ -60,7 +62,10 @@ def http_alone_rate(duration_s: int, processes: int = 2) -> dict:  # type: ignor
     try:
         base_url = f"http://127.0.0.1:{port}"
         _wait_healthy(base_url, children)
-        return WrkCreate(base_url, "httpalone", duration_s).start().result()
+        cpu_before = sum(process_cpu_s(child.pid) for child in children)
+        figures = WrkCreate(base_url, "httpalone", duration_s).start().result()
+        cpu_used = sum(process_cpu_s(child.pid) for child in children) - cpu_before
+        return {**figures, "web_cpu_us_per_request": cpu_used * 1e6 / max(figures["requests"], 1)}
     finally:
         for child in children:
             child.terminate()

@@ -71,14 +71,15 @@ def _steady_on(
 def _cpu_s(server: BenchServer, collector: Collector | None = None) -> dict[str, float]:
     """CPU seconds used so far by the engine's process, the MariaDB and RabbitMQ servers (all
     they served meanwhile) and, if given, the collector."""
-    used = {"engine": server.cpu_s(), **services_cpu_s()}
+    used = {"engine": server.cpu_s(), "web": server.web_cpu_s(), **services_cpu_s()}
     if collector is not None:
         used["collector"] = collector.cpu_s()
     return used
 
 
-def _cpu_per_alarm_us(before: dict[str, float], after: dict[str, float], alarms: int) -> dict:
-    return {f"{name}_cpu_us_per_alarm": (used - before.get(name, 0.0)) * 1e6 / max(alarms, 1)
+def _cpu_per_alarm_us(before: dict[str, float], after: dict[str, float], alarms: int,
+                      unit: str = "alarm") -> dict:  # fmt: skip
+    return {f"{name}_cpu_us_per_{unit}": (used - before.get(name, 0.0)) * 1e6 / max(alarms, 1)
             for name, used in after.items()}  # fmt: skip
 
 
@@ -188,7 +189,9 @@ def create(workdir: Path, duration_s: int, batch_alarms: int, **server_settings:
     first the same wrk against the HTTP stack alone, for the share the web stack takes."""
     http_alone = http_alone_rate(duration_s, int(server_settings.get("web_processes", 2)))
     with BenchServer(workdir, **server_settings) as server:
+        cpu_before = _cpu_s(server)
         single = WrkCreate(server.base_url, "wrkcreate", duration_s).start().result()
+        single |= _cpu_per_alarm_us(cpu_before, _cpu_s(server), single["requests"], "request")
         far = int(time.time() * 1000) + 86_400_000
         batch = bulk_create(server.base_url, f"batch{uuid.uuid4().hex[:6]}", batch_alarms, far)
         memory = server.memory_mb()

@@ -13,6 +13,13 @@ _CPU_NAMES = (("engine", "engine process"), ("mariadb", "MariaDB"), ("rabbitmq",
               ("collector", "collector (the bench's consumer)"))  # fmt: skip
 
 
+_CREATE_CPU = (
+    ("single", "web_cpu_us_per_request", "web workers'"),
+    ("single", "mariadb_cpu_us_per_request", "MariaDB"),
+    ("http_alone", "web_cpu_us_per_request", "the echo's web workers'"),
+)
+
+
 def _row(figure: str, cell: dict[str, float] | None, target: str, ok: Callable[[float], bool] | None,
          digits: int = 1) -> dict[str, Any]:  # fmt: skip
     met = None if cell is None or ok is None else ok(cell["median"])
@@ -110,6 +117,10 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                      median_and_spread([run["single"]["requests_per_s"] / run["http_alone"]["requests_per_s"]
                                         for run in runs]), "-", None, 2),
             ]  # fmt: skip
+            for part, key, label in _CREATE_CPU:
+                if key in runs[0][part]:  # records from before these figures lack them
+                    rows.append(_row(f"single create: {label} CPU per request (us)",
+                                     pick(runs, part, key), "-", None, 0))  # fmt: skip
         rows.append(
             _row(
                 "batch create: alarms/s (1,000 per request)",
