@@ -231,6 +231,10 @@ def _peer_rows(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
         rate = _dig(burst, "rings_per_s") or _dig(burst, "rate_per_s")
         rows.append(_row(f"{name}: steady 1,000/s lateness p99 (ms)", _one(p99), "-", None, 0))
         rows.append(_row(f"{name}: burst rings/s", _one(rate), "-", None, 0))
+        for workload, label in ((steady, "steady 1,000/s"), (burst, "burst")):
+            if "lost" in workload:  # not run 30 s after the last due time, or 30 s without a run
+                rows.append(_row(f"{name}: {label}, jobs not run when the wait ended", _one(workload["lost"]),
+                                 "-", None, 0))  # fmt: skip
         if name == "celery" and ours_p99 is not None and p99:
             rows.append(
                 _row(
