@@ -1,6 +1,6 @@
 """Run the benchmark scenarios against a local MariaDB and RabbitMQ and write the results.
 
-    python -m bench.run                 # every scenario, 3 runs each (about 45 minutes)
+    python -m bench.run                 # every scenario, 3 runs each (about an hour)
     python -m bench.run --quick         # smaller figures, 1 run each (about 8 minutes)
     python -m bench.run --only steady,burst --runs 2
 
