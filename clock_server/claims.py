@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 
 from sqlalchemy import Connection, case, update
 
+from clock_server.db import Capabilities
 from clock_server.model import DEAD, EXPIRED, PENDING, RUNG, Claim, RingRow
 from clock_server.schema import clock
 from clock_server.store import AlarmStore, chunks, translate_errors
@@ -83,15 +84,19 @@ class ClaimStore:
     def ring_transaction(self) -> Iterator[RingTransaction]:
         """One transaction for a ring batch; the locks it takes are held until it ends."""
         with translate_errors(), self.store.engine.begin() as conn:
-            yield RingTransaction(conn, self.store.caps.row_locks)
+            yield RingTransaction(conn, self.store.caps)
 
 
 class RingTransaction:
     """Row-locked view of a ring batch: which claims are still live, and their outcomes."""
 
-    def __init__(self, conn: Connection, row_locks: bool) -> None:
+    def __init__(self, conn: Connection, caps: Capabilities) -> None:
         self.conn = conn
-        self.row_locks = row_locks
+        self._lock = " FOR UPDATE" if caps.row_locks else ""
+        # By the primary key: on a small table MariaDB reads `status = 'pending'` from its
+        # index instead, and a locking read then locks every pending row, so ring lanes,
+        # cancels and claims of other alarms waited for this batch to end.
+        self._by_id = " FORCE INDEX (PRIMARY)" if caps.index_hints else ""
 
     def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
         """Lock the claimed rows and return those still pending with the claimed version.
@@ -100,13 +105,12 @@ class RingTransaction:
         skipped) or waits on the lock until this transaction has decided the alarm's fate.
         """
         wanted = {claim.id: claim.version for claim in claims}
-        lock = " FOR UPDATE" if self.row_locks else ""
         live: list[RingRow] = []
         make = RingRow._make
         for chunk in chunks(sorted(wanted), _ID_CHUNK):
             query = (
-                f"SELECT {_RING_COLUMNS} FROM clock WHERE id IN ({_id_list(chunk)})"
-                f" AND status = '{PENDING}'{lock}"
+                f"SELECT {_RING_COLUMNS} FROM clock{self._by_id} WHERE id IN ({_id_list(chunk)})"
+                f" AND status = '{PENDING}'{self._lock}"
             )
             for row in self.conn.exec_driver_sql(query):
                 if row[7] == wanted[row[0]]:
