@@ -50,7 +50,17 @@ def db_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[AlarmStore]:
-    engine = make_engine(db_url, pool_size=10)
+    yield from _empty_store(db_url)
+
+
+@pytest.fixture
+def mariadb_store(mariadb_url: str) -> Iterator[AlarmStore]:
+    """The store on MariaDB alone, for what SQLite cannot show (row locks)."""
+    yield from _empty_store(mariadb_url)
+
+
+def _empty_store(url: str) -> Iterator[AlarmStore]:
+    engine = make_engine(url, pool_size=10)
     with engine.begin() as conn:
         conn.execute(delete(clock_table))
     yield AlarmStore(engine)

@@ -7,13 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
-from sqlalchemy import delete
 
 from clock_server.claims import ClaimStore
-from clock_server.db import make_engine
 from clock_server.errors import Conflict, NotFound, ValidationError
 from clock_server.model import AlarmChanges, NewAlarm
-from clock_server.schema import clock as clock_table
 from clock_server.store import AlarmStore
 
 NOW = 1_700_000_000_000
@@ -169,36 +166,30 @@ def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
 
 
 @pytest.mark.mariadb
-def test_a_ring_batch_locks_only_its_own_rows_on_a_small_table(mariadb_url: str):
+def test_a_ring_batch_locks_only_its_own_rows_on_a_small_table(mariadb_store: AlarmStore):
     """Another lane, a cancel and a claim of other alarms go on while a batch holds its rows:
     with few rows MariaDB would read them by `status`, and lock every pending row."""
-    engine = make_engine(mariadb_url, pool_size=5)
-    with engine.begin() as conn:
-        conn.execute(delete(clock_table))
-    store = AlarmStore(engine)
+    store = mariadb_store
     claims_store = ClaimStore(store)
-    try:
-        store.create_many([new(f"l{i:02}", target=NOW) for i in range(60)], NOW)
-        claims = claims_store.claim_due(NOW, NOW + 30_000, 40)
-        done: dict[str, object] = {}
+    store.create_many([new(f"l{i:02}", target=NOW) for i in range(60)], NOW)
+    claims = claims_store.claim_due(NOW, NOW + 30_000, 40)
+    done: dict[str, object] = {}
 
-        def others() -> None:
-            with claims_store.ring_transaction() as lane:
-                done["other lane locked"] = len(lane.lock_live(claims[20:]))
-            done["cancel"] = store.cancel("app", "l59", NOW).status
-            done["claimed"] = len(claims_store.claim_due(NOW, NOW + 30_000, 100))
+    def others() -> None:
+        with claims_store.ring_transaction() as lane:
+            done["other lane locked"] = len(lane.lock_live(claims[20:]))
+        done["cancel"] = store.cancel("app", "l59", NOW).status
+        done["claimed"] = len(claims_store.claim_due(NOW, NOW + 30_000, 100))
 
-        with claims_store.ring_transaction() as holding:
-            assert len(holding.lock_live(claims[:20])) == 20
-            thread = threading.Thread(target=others, daemon=True)
-            thread.start()
-            thread.join(5)
-            finished_while_held = dict(done)
-        thread.join(60)
-        expected = {"other lane locked": 20, "cancel": "cancelled", "claimed": 19}
-        assert finished_while_held == expected, "waited on another batch's locks"
-    finally:
-        engine.dispose()
+    with claims_store.ring_transaction() as holding:
+        assert len(holding.lock_live(claims[:20])) == 20
+        thread = threading.Thread(target=others, daemon=True)
+        thread.start()
+        thread.join(5)
+        finished_while_held = dict(done)
+    thread.join(60)
+    expected = {"other lane locked": 20, "cancel": "cancelled", "claimed": 19}
+    assert finished_while_held == expected, "waited on another batch's locks"
 
 
 def test_outcomes_of_a_ring_batch_are_recorded_per_alarm(store: AlarmStore):
