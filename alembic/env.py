@@ -1,4 +1,4 @@
-"""Alembic environment: runs on a connection handed over by clock_server.migrate, or on
+"""Alembic environment: runs on a connection handed over by clock_server.store.migrate, or on
 CLOCK_DATABASE_URL when invoked as `alembic upgrade head` from the repository root."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from sqlalchemy import create_engine
 
 from alembic import context
-from clock_server.schema import metadata
 from clock_server.settings import Settings
+from clock_server.store.schema import metadata
 
 
 def run_migrations() -> None:

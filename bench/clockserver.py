@@ -116,7 +116,10 @@ class BenchServer:
     def start(self) -> None:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "clock_server.cli"], env=self.env, stdout=log, stderr=log
+                [sys.executable, "-m", "clock_server.runtime.cli"],
+                env=self.env,
+                stdout=log,
+                stderr=log,
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

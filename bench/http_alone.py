@@ -23,9 +23,9 @@ from flask import Flask, jsonify, request
 
 from bench.clockserver import process_cpu_s
 from bench.wrk_load import WrkCreate
-from clock_server.server import create_http_server
+from clock_server.runtime.http_server import create_http_server
+from clock_server.runtime.sockets import listening_sockets
 from clock_server.settings import Settings
-from clock_server.supervisor import listening_sockets
 
 LISTEN_FD = "CLOCK_BENCH_LISTEN_FD"
 

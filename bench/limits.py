@@ -13,9 +13,9 @@ from sqlalchemy import bindparam, create_engine, insert, text, update
 from bench.clockserver import AMQP_URL, MARIADB_URL
 from bench.collector import Collector
 from bench.publish_rate import cleanup, pipelined_rate
-from clock_server import migrate
-from clock_server.db import make_engine
-from clock_server.schema import clock
+from clock_server.store import migrate
+from clock_server.store.db import make_engine
+from clock_server.store.schema import alarm_table
 
 
 def mariadb_rates(rows: int = 100_000, batch: int = 1_000) -> dict[str, float]:
@@ -38,11 +38,13 @@ def mariadb_rates(rows: int = 100_000, batch: int = 1_000) -> dict[str, float]:
         started = time.perf_counter()
         for first in range(0, rows, batch):
             with engine.begin() as conn:
-                conn.execute(insert(clock), values[first : first + batch])
+                conn.execute(insert(alarm_table), values[first : first + batch])
         insert_rate = rows / (time.perf_counter() - started)
         with engine.connect() as conn:
             ids = [row.id for row in conn.execute(text("SELECT id FROM clock ORDER BY id"))]
-        statement = update(clock).where(clock.c.id.in_(bindparam("ids", expanding=True)))
+        statement = update(alarm_table).where(
+            alarm_table.c.id.in_(bindparam("ids", expanding=True))
+        )
         started = time.perf_counter()
         for first in range(0, len(ids), batch):
             with engine.begin() as conn:

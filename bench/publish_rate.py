@@ -13,8 +13,8 @@ from uuid import uuid4
 
 import pika
 
-from clock_server.amqp_publisher import AmqpPublisher
-from clock_server.publishing import OutgoingMessage
+from clock_server.broker.amqp_publisher import AmqpPublisher
+from clock_server.model import OutgoingMessage
 
 BODY = b'{"application": "bench", "business_id": "b-1", "payload": {"n": 1}}'
 

@@ -64,12 +64,6 @@ class Unavailable(ClockError):
     code = "unavailable"
 
 
-class PublishError(ClockError):
-    """The broker did not take a message (down, nack, unroutable, timeout)."""
-
-    code = "publish_error"
-
-
 class ConfigError(ClockError):
     """A setting has a value the service cannot run with."""
 

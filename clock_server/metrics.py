@@ -8,6 +8,7 @@ from collections import Counter as Tally
 from collections.abc import Sequence
 
 from prometheus_client import (
+    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -33,6 +34,9 @@ _LATENESS_BUCKETS_S = (
     30.0,
     60.0,
 )
+
+
+EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 def exposition(registry: CollectorRegistry) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -14,6 +15,16 @@ STATUSES = (PENDING, RUNG, CANCELLED, EXPIRED, DEAD)
 
 # Largest epoch ms we accept: 9999-12-31T23:59:59.999Z.
 MAX_EPOCH_MS = 253_402_300_799_999
+
+# An application names a routing key and a queue (clock.<application>): the one rule for it.
+APPLICATION_CHARS = "A-Z, a-z, 0-9, '.', '_' or '-'"
+APPLICATION_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+_APPLICATION_RE = re.compile(APPLICATION_PATTERN)
+
+
+def is_application_name(name: str) -> bool:
+    """1 to 64 characters of APPLICATION_CHARS."""
+    return _APPLICATION_RE.fullmatch(name) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +105,11 @@ class RingRow(NamedTuple):
     target_ring_at: int
     latest_ring_at: int | None
     retry_times: int
+
+
+class OutgoingMessage(NamedTuple):
+    """One alarm ready to be published (a tuple: one is built per alarm on the ring path)."""
+
+    message_id: str
+    application: str  # the routing key; also names the queue clock.<application>
+    body: bytes  # JSON, UTF-8

@@ -1,4 +1,7 @@
-"""Configuration: one frozen, validated object built once from CLOCK_* environment variables."""
+"""Configuration: one frozen, validated value built once from CLOCK_* environment variables.
+
+Building it reads no file: the tokens file is read where the app is built
+(clock_server.runtime.build)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from clock_server.auth import TokenTable, load_tokens
 from clock_server.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///clock.db"
@@ -58,14 +60,13 @@ class Settings:
     shutdown_timeout_s: float = 10.0
     log_level: str = "INFO"
     instance_id: str = field(default_factory=_default_instance_id)
-    tokens: str = field(default="", repr=False)  # see clock_server/auth.py for the format
+    tokens: str = field(default="", repr=False)  # see clock_server/api/tokens.py for the format
     tokens_file: str = ""
     allow_unauthenticated: bool = False
-    # parsed from tokens / tokens_file by __post_init__, once
-    token_table: TokenTable = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "token_table", load_tokens(self.tokens, self.tokens_file))
+        if self.tokens and self.tokens_file:
+            raise ConfigError("give CLOCK_TOKENS or CLOCK_TOKENS_FILE, not both", field="tokens")
         positive = (
             "port",
             "http_threads",
@@ -141,7 +142,7 @@ class Settings:
     def describe(self) -> dict[str, object]:
         """The settings for the start-up log, with passwords in URLs and tokens masked."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
-        out["tokens"] = f"<{len(self.token_table)} tokens>" if self.tokens else ""
+        out["tokens"] = "<set>" if self.tokens else ""
         out["database_url"] = mask_url(self.database_url)
         out["amqp_url"] = mask_url(self.amqp_url)
         return out

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
-from clock_server.publishing import OutgoingMessage
+from clock_server.model import OutgoingMessage
 
 
 class _Settled:
@@ -62,7 +63,7 @@ class InMemoryPublisher:
         """True while ``healthy`` is set and ``close()`` has not been called."""
         return self.healthy and not self.closed
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 0.0) -> None:
         """Refuse every later message."""
         self.closed = True
 
@@ -79,22 +80,96 @@ class InMemoryPublisher:
 
 
 class SettableClock:
-    """Clock twin: time stands still until a test sets or advances it."""
+    """Clock twin: time stands still until a test sets or advances it.
 
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+    Waits are on this clock's time: sleep_until() returns once a test has moved the time that
+    far, and wait() once its event is set or the time has moved past its timeout. A test that
+    needs to know a thread is waiting asks wait_for_sleepers(). A wait that nothing ends within
+    `stuck_after_s` of real time raises, so a test that forgot to advance fails instead of
+    hanging.
+    """
+
+    def __init__(self, now_ms: int = 1_700_000_000_000, stuck_after_s: float = 30.0) -> None:
         self._now_ms = now_ms
-        self._lock = threading.Lock()
+        self._stuck_after_s = stuck_after_s
+        self._changed = threading.Condition()
+        self._sleeping: list[int] = []  # what each thread in sleep_until waits for
+        self._waiters = 0  # threads in wait
 
     def now_ms(self) -> int:
-        with self._lock:
+        with self._changed:
             return self._now_ms
 
     def set(self, now_ms: int) -> None:
-        with self._lock:
+        with self._changed:
             self._now_ms = now_ms
+            self._changed.notify_all()
 
     def advance(self, ms: int) -> int:
         """Move time forward by `ms` and return the new now."""
-        with self._lock:
+        with self._changed:
             self._now_ms += ms
+            self._changed.notify_all()
             return self._now_ms
+
+    def sleep_until(self, at_ms: int) -> None:
+        with self._changed:
+            self._sleeping.append(at_ms)
+            self._changed.notify_all()
+            try:
+                ended = self._changed.wait_for(
+                    lambda: self._now_ms >= at_ms, timeout=self._stuck_after_s
+                )
+            finally:
+                self._sleeping.remove(at_ms)
+        if not ended:
+            raise TimeoutError(f"nobody advanced the clock to {at_ms}")
+
+    def wait(self, event: threading.Event, timeout_ms: int) -> bool:
+        until_ms = self.now_ms() + timeout_ms
+        give_up = time.monotonic() + self._stuck_after_s
+        with self._changed:
+            self._waiters += 1
+            self._changed.notify_all()
+            try:
+                # An Event cannot wake this condition, so look at it every millisecond.
+                while not event.is_set() and self._now_ms < until_ms:
+                    if time.monotonic() > give_up:
+                        raise TimeoutError(f"nobody advanced the clock to {until_ms}")
+                    self._changed.wait(0.001)
+            finally:
+                self._waiters -= 1
+        return event.is_set()
+
+    @property
+    def sleepers(self) -> int:
+        """Threads in sleep_until for a moment still to come (one whose moment has come counts
+        no more, even before it has woken)."""
+        with self._changed:
+            return self._count_sleepers()
+
+    def next_wake_ms(self) -> int | None:
+        """The earliest moment a thread in sleep_until waits for, if any is still to come."""
+        with self._changed:
+            return min((at_ms for at_ms in self._sleeping if at_ms > self._now_ms), default=None)
+
+    def _count_sleepers(self) -> int:
+        return sum(1 for at_ms in self._sleeping if at_ms > self._now_ms)
+
+    @property
+    def waiters(self) -> int:
+        """Threads in wait now."""
+        with self._changed:
+            return self._waiters
+
+    def wait_for_sleepers(self, count: int, timeout_s: float = 5.0) -> None:
+        """Block (in real time) until `count` threads are in sleep_until."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._count_sleepers() >= count, timeout_s):
+                raise TimeoutError(f"{self._count_sleepers()} threads sleep on the clock")
+
+    def wait_for_waiters(self, count: int, timeout_s: float = 5.0) -> None:
+        """Block (in real time) until `count` threads are in wait (idle loops, say)."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._waiters >= count, timeout=timeout_s):
+                raise TimeoutError(f"{self._waiters} threads wait on the clock, not {count}")

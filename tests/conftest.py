@@ -11,14 +11,14 @@ import pytest
 from sqlalchemy import delete
 from werkzeug.serving import make_server
 
-from clock_server import migrate
 from clock_server.api import Services, create_app
-from clock_server.db import make_engine
 from clock_server.metrics import Metrics
-from clock_server.schema import clock as clock_table
-from clock_server.server import build
+from clock_server.runtime.build import build
 from clock_server.settings import Settings
-from clock_server.store import AlarmStore
+from clock_server.store import migrate
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.db import make_engine
+from clock_server.store.schema import alarm_table as clock_table
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import AMQP_URL, Cluster, delete_exchange, mariadb_database, unique
 

@@ -23,10 +23,10 @@ import requests
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.pool import NullPool
 
-from clock_server import migrate
-from clock_server.db import make_engine
-from clock_server.schema import clock
-from clock_server.testing import InMemoryPublisher
+from clock_server.store import migrate
+from clock_server.store.db import make_engine
+from clock_server.store.schema import alarm_table
+from clock_server.testing import InMemoryPublisher, SettableClock
 
 MARIADB_URL = os.environ.get("CLOCK_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306")
 AMQP_URL = os.environ.get("CLOCK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -188,7 +188,10 @@ class ServerProcess:
     def start(self, timeout_s: float = 15) -> ServerProcess:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "clock_server.cli"], env=self.env, stdout=log, stderr=log
+                [sys.executable, "-m", "clock_server.runtime.cli"],
+                env=self.env,
+                stdout=log,
+                stderr=log,
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -363,7 +366,7 @@ class Cluster:
         engine = make_engine(self.database_url, pool_size=1)
         try:
             with engine.connect() as conn:
-                return list(conn.execute(select(clock)).all())
+                return list(conn.execute(select(alarm_table)).all())
         finally:
             engine.dispose()
 
@@ -399,3 +402,39 @@ class StampingPublisher(InMemoryPublisher):
         for message in messages:
             self.sent_at[message] = now
         return super().start_batch(messages)
+
+
+def settle(engine: Any, clock: SettableClock, timeout_s: float = 5.0) -> int | None:
+    """Step `engine`'s ring loop until nothing due is left, then wait (in real time) until each
+    ring lane has finished or sleeps on `clock` until its alarms' moment (rows locked ahead):
+    everything the engine does at this instant of the fake clock is done. Returns when the
+    ring loop asked to run again (epoch ms), or None when it went idle."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        while True:
+            asked_at = clock.now_ms()
+            if (wait_s := engine.ringer.run_once()) != 0.0:
+                break
+        while engine.ringer.in_flight > clock.sleepers:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{engine.ringer.in_flight} ring batches still in flight")
+            time.sleep(0.001)
+        idle = engine.heap.next_due_ms() is None
+        lanes_busy = engine.ringer.in_flight >= engine.settings.ring_lanes
+        if wait_s is not None:
+            return asked_at + max(round(wait_s * 1000), 1)
+        if idle or lanes_busy:
+            return None
+        # every lane was busy, and one has come free since: step again
+
+
+def drive(engine: Any, clock: SettableClock, until_ms: int) -> None:
+    """Run `engine`'s ring loop and lanes on `clock` up to `until_ms`, moving the clock each
+    time to the next moment something waits for: the ring loop's next step, or a lane that
+    locked its rows ahead and sleeps until they are due."""
+    while True:
+        moments = [settle(engine, clock), clock.next_wake_ms()]
+        upcoming = [moment for moment in moments if moment is not None]
+        if not upcoming or min(upcoming) > until_ms:
+            return
+        clock.set(max(min(upcoming), clock.now_ms()))

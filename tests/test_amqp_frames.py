@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pika import frame, spec
 
-from clock_server.amqp_frames import message_frames, publish_method_frame
+from clock_server.broker.amqp_frames import message_frames, publish_method_frame
 
 
 def pika_frames(

@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pika import spec
 
-from clock_server.amqp_publisher import AmqpPublisher, _Batch
-from clock_server.publishing import OutgoingMessage
+from clock_server.broker.amqp_publisher import AmqpPublisher, _Batch
+from clock_server.model import OutgoingMessage
 from clock_server.testing import InMemoryPublisher
 
 BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -267,7 +267,7 @@ def test_missing_confirms_time_out_as_false(broker, make_publisher, monkeypatch,
     assert _wait_until(lambda: not publisher.is_healthy(), 2.0)
     assert publisher.wait_healthy(5.0)
 
-    with caplog.at_level(logging.WARNING, logger="clock_server.amqp_publisher"):
+    with caplog.at_level(logging.WARNING, logger="clock_server.broker.amqp_publisher"):
         started = time.monotonic()
         results = publisher.publish_batch(_messages(broker.app(), 5), timeout_s=0.3)
 
@@ -283,7 +283,7 @@ def test_recovers_when_an_io_loop_callback_raises(broker, make_publisher, caplog
     def boom() -> None:
         raise RuntimeError("boom")
 
-    with caplog.at_level(logging.ERROR, logger="clock_server.amqp_publisher"):
+    with caplog.at_level(logging.ERROR, logger="clock_server.broker.amqp_publisher"):
         publisher._ioloop.add_callback_threadsafe(boom)
         assert _wait_until(lambda: not publisher.is_healthy(), 2.0)
     assert "IO loop failed" in caplog.text

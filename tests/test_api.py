@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 import pytest
 
-from clock_server.claims import ClaimStore
 from clock_server.model import MAX_EPOCH_MS
+from clock_server.store.claims import SqlClaimStore
 
 NOW = 1_700_000_000_000  # SettableClock's start; asserted in test_fake_clock_start
 MINUTE = 60_000
@@ -108,7 +108,7 @@ def is_mariadb(api) -> bool:  # type: ignore[no-untyped-def]
 def ring(api, alarm_id: int) -> None:  # type: ignore[no-untyped-def]
     """Ring the (due) alarm through the engine's side of the store."""
     now = api.clock.now_ms()
-    claims = ClaimStore(api.store)
+    claims = SqlClaimStore(api.store)
     claimed = claims.claim_due(now, now + MINUTE, 100)
     assert alarm_id in [claim.id for claim in claimed]
     with claims.ring_transaction() as tx:
@@ -690,7 +690,7 @@ def test_patch_target_moves_next_try_time_and_tells_the_engine(api) -> None:
 
 def test_patch_target_of_a_claimed_alarm_drops_the_claim(api) -> None:
     alarm = create(api, target_ring_at=NOW)
-    ClaimStore(api.store).claim_due(NOW, NOW + 5 * MINUTE, 10)
+    SqlClaimStore(api.store).claim_due(NOW, NOW + 5 * MINUTE, 10)
     assert api.store.get("app", "order-1").next_try_time == NOW + 5 * MINUTE
     changed = patch(api, {"target_ring_at": NOW + MINUTE}).get_json()
     assert changed["next_try_time"] == NOW + MINUTE
@@ -833,7 +833,7 @@ def test_delete_cancels_and_is_idempotent(api) -> None:
 
 def test_delete_a_claimed_alarm_cancels_it(api) -> None:
     create(api, target_ring_at=NOW)
-    ClaimStore(api.store).claim_due(NOW, NOW + MINUTE, 10)
+    SqlClaimStore(api.store).claim_due(NOW, NOW + MINUTE, 10)
     response = api.client.delete("/v1/alarms/app/order-1")
     assert response.status_code == 200
     assert response.get_json()["status"] == "cancelled"

@@ -16,14 +16,15 @@ import pytest
 from werkzeug.serving import make_server
 
 from clock_client import ClockClient, Forbidden, Unauthorized
-from clock_server import auth, cli
 from clock_server.api import Services, create_app
-from clock_server.auth import Grant, TokenTable, check_exposure, load_tokens, parse_tokens
+from clock_server.api import tokens as auth
+from clock_server.api.tokens import Grant, TokenTable, check_exposure, load_tokens, parse_tokens
 from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
-from clock_server.server import log_authentication, serve
+from clock_server.runtime import cli
+from clock_server.runtime.serve import log_authentication, serve
 from clock_server.settings import Settings
-from clock_server.store import AlarmStore
+from clock_server.store.alarms import AlarmStore
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import ServerProcess
 from tests.test_api import MINUTE, NOW, OpenApiChecker, assert_error, body, rows
@@ -104,7 +105,6 @@ def test_tokens_file_one_per_line_with_comments(tmp_path: Path) -> None:
 
 def test_no_tokens_means_authentication_off() -> None:
     assert not load_tokens("", "").enabled
-    assert not Settings().token_table.enabled
     assert TokenTable().lookup("") is None
 
 
@@ -130,7 +130,7 @@ def test_no_tokens_means_authentication_off() -> None:
 )
 def test_bad_inline_tokens_are_config_errors_naming_the_setting(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        Settings(tokens=text)
+        load_tokens(text, "")
     assert caught.value.field == "tokens"
     assert caught.value.message.startswith("CLOCK_TOKENS")
     assert message in caught.value.message
@@ -152,7 +152,7 @@ def test_bad_tokens_file_is_a_config_error(tmp_path: Path, content: bytes, messa
     path = tmp_path / "tokens"
     path.write_bytes(content)
     with pytest.raises(ConfigError) as caught:
-        Settings.from_env({"CLOCK_TOKENS_FILE": str(path)})
+        load_tokens("", str(path))
     assert caught.value.field == "tokens_file"
     assert caught.value.message.startswith("CLOCK_TOKENS_FILE")
     assert message in caught.value.message
@@ -161,7 +161,7 @@ def test_bad_tokens_file_is_a_config_error(tmp_path: Path, content: bytes, messa
 
 def test_missing_tokens_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"CLOCK_TOKENS_FILE=.*cannot be read") as caught:
-        Settings.from_env({"CLOCK_TOKENS_FILE": str(tmp_path / "absent")})
+        load_tokens("", str(tmp_path / "absent"))
     assert caught.value.field == "tokens_file"
 
 
@@ -172,13 +172,14 @@ def test_both_token_settings_is_a_config_error(tmp_path: Path) -> None:
         Settings.from_env({"CLOCK_TOKENS": f"{ORDERS}=orders", "CLOCK_TOKENS_FILE": str(path)})
 
 
-def test_settings_from_env_parse_tokens_once_and_never_show_them() -> None:
+def test_settings_from_env_keep_tokens_and_never_show_them() -> None:
     settings = Settings.from_env({"CLOCK_TOKENS": TOKENS, "CLOCK_ALLOW_UNAUTHENTICATED": "yes"})
     assert settings.allow_unauthenticated is True
-    assert len(settings.token_table) == 3
-    assert settings.token_table.lookup(OTHER) is not None
+    table = load_tokens(settings.tokens, settings.tokens_file)
+    assert len(table) == 3
+    assert table.lookup(OTHER) is not None
     shown = repr(settings) + str(settings.describe())
-    assert "<3 tokens>" in shown
+    assert "'tokens': '<set>'" in shown
     for secret in SECRETS:
         assert secret not in shown
 
@@ -221,9 +222,9 @@ def test_cli_exits_2_with_the_message(monkeypatch, capsys) -> None:  # type: ign
 
 
 def test_start_warns_loudly_when_authentication_is_off(caplog) -> None:  # type: ignore[no-untyped-def]
-    with caplog.at_level(logging.INFO, logger="clock_server.server"):
-        log_authentication(Settings())
-        log_authentication(Settings(tokens=TOKENS))
+    with caplog.at_level(logging.INFO, logger="clock_server.runtime.serve"):
+        log_authentication(Settings(), TokenTable())
+        log_authentication(Settings(tokens=TOKENS), load_tokens(TOKENS, ""))
     off, on = caplog.records
     assert off.levelno == logging.WARNING and "AUTHENTICATION IS OFF" in off.getMessage()
     assert on.levelno == logging.INFO and "3 bearer tokens" in on.getMessage()
@@ -236,7 +237,14 @@ def test_start_warns_loudly_when_authentication_is_off(caplog) -> None:  # type:
 class AuthApi:
     def __init__(self, store: AlarmStore, clock: SettableClock) -> None:
         settings = Settings(payload_max_bytes=1024, batch_max_items=50, tokens=TOKENS)
-        services = Services(settings, store, clock, Metrics(), publisher=InMemoryPublisher())
+        services = Services(
+            settings,
+            store,
+            clock,
+            Metrics(),
+            publisher=InMemoryPublisher(),
+            tokens=load_tokens(settings.tokens, settings.tokens_file),
+        )
         self.app = create_app(services)
         self.client = self.app.test_client()
         self.store = store
@@ -450,9 +458,9 @@ def test_tokens_never_reach_the_logs(auth_api: AuthApi, caplog) -> None:  # type
             auth_api.client.open(
                 url, method=method, json=data, headers={"Authorization": f"Basic {ORDERS}"}
             )
-        log_authentication(Settings(tokens=TOKENS))
+        log_authentication(Settings(tokens=TOKENS), load_tokens(TOKENS, ""))
         with pytest.raises(ConfigError):
-            Settings(tokens=f"{ORDERS}=bad app")
+            load_tokens(f"{ORDERS}=bad app", "")
     assert caplog.records  # something was logged, e.g. the 401s
     for record in caplog.records:
         text = record.getMessage() + repr(record.args) + repr(record.__dict__)

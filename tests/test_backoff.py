@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clock_server.backoff import RetryPolicy
+from clock_server.engine.backoff import RetryPolicy
 
 policies = st.builds(
     RetryPolicy,

@@ -1,4 +1,8 @@
-"""Engine logic, stepped by hand with a fake clock, on SQLite and the real MariaDB."""
+"""Engine logic, stepped by hand with a fake clock, on SQLite and the real MariaDB.
+
+The engine runs with the default settings (four ring lanes, rows locked 5 ms ahead) unless a
+test says otherwise: a lane that locked its rows ahead sleeps on the fake clock until they are
+due, so `settle` waits for each lane to finish or fall asleep, and a test moves the clock on."""
 
 from __future__ import annotations
 
@@ -8,17 +12,19 @@ import time
 
 import pytest
 
-from clock_server.db import make_engine as make_db_engine
-from clock_server.db import open_ahead
-from clock_server.engine import Engine, wake_horizon_ms
+from clock_server.deadline import Deadline
+from clock_server.engine.alarm_engine import AlarmEngine, wake_horizon_ms
 from clock_server.errors import Conflict
 from clock_server.metrics import Metrics
 from clock_server.model import AlarmChanges, NewAlarm
 from clock_server.settings import Settings
-from clock_server.store import AlarmStore
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.claims import SqlClaimStore
+from clock_server.store.db import make_engine as make_db_engine
+from clock_server.store.db import open_ahead
 from clock_server.testing import InMemoryPublisher, SettableClock
 
-from .support import StampingPublisher
+from .support import settle
 
 WINDOW_MS = 10_000
 LEASE_MS = 30_000
@@ -26,7 +32,7 @@ LEASE_MS = 30_000
 
 @pytest.fixture
 def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemoryPublisher):
-    def make(owner: str = "e1", **overrides) -> Engine:
+    def make(owner: str = "e1", **overrides) -> AlarmEngine:
         values = dict(
             preload_window_s=WINDOW_MS / 1000,
             lease_s=LEASE_MS / 1000,
@@ -34,11 +40,11 @@ def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemor
             retry_cap_s=8,
             retry_max=3,
             instance_id=owner,
-            ring_lanes=1,
-            ring_lead_ms=0,
         )
         values.update(overrides)
-        return Engine(Settings(**values), store, publisher, fake_clock, Metrics())
+        return AlarmEngine(
+            Settings(**values), SqlClaimStore(store), publisher, fake_clock, Metrics()
+        )
 
     return make
 
@@ -51,9 +57,9 @@ def add(store: AlarmStore, clock: SettableClock, bid: str, in_ms: int, **kw) -> 
     return alarm.id
 
 
-def step(engine: Engine) -> None:
+def step(engine: AlarmEngine) -> None:
     engine.preloader.run_once()
-    engine.ringer.run_once()
+    settle(engine, engine.clock)  # type: ignore[arg-type]
 
 
 def published_ids(publisher: InMemoryPublisher) -> list[int]:
@@ -66,11 +72,16 @@ def test_never_early_and_rung_exactly_at_the_target(store, fake_clock, publisher
     target = fake_clock.now_ms() + 5_000
     step(engine)
     assert len(engine.heap) == 1 and publisher.published == []
+    fake_clock.set(target - 6)
+    assert engine.ringer.run_once() == pytest.approx(0.001)  # lock 5 ms ahead: in 1 ms
+    fake_clock.set(target - 5)
+    settle(engine, fake_clock)
+    assert len(engine.heap) == 0 and fake_clock.sleepers == 1  # locked, waiting for the moment
     fake_clock.set(target - 1)
-    assert engine.ringer.run_once() == pytest.approx(0.001)
-    assert publisher.published == []
+    settle(engine, fake_clock)
+    assert publisher.published == [] and fake_clock.sleepers == 1
     fake_clock.set(target)
-    engine.ringer.run_once()
+    settle(engine, fake_clock)
     assert published_ids(publisher) == [alarm_id]
     rung = store.get("app", "b")
     assert rung.status == "rung" and rung.rung_at == target
@@ -185,7 +196,7 @@ def test_past_the_cutoff_an_alarm_expires_unpublished(store, fake_clock, publish
     add(store, fake_clock, "edge", 1_000, latest=start + 1_200)
     step(engine)
     fake_clock.set(start + 1_200)
-    engine.ringer.run_once()
+    settle(engine, fake_clock)
     assert [json.loads(m.body)["business_id"] for m in publisher.published] == ["edge"]
     assert store.get("app", "cut").status == "expired"
 
@@ -223,19 +234,44 @@ def test_an_engine_that_died_is_replaced_after_its_lease(store, fake_clock, publ
     step(alive)
     assert len(alive.heap) == 0
     fake_clock.set(start + LEASE_MS - 1)
-    step(alive)
-    assert len(alive.heap) == 1 and publisher.published == []
+    step(alive)  # claimed, and locked 5 ms ahead of the lease's end
+    assert len(alive.heap) + alive.ringer.in_flight == 1 and publisher.published == []
     fake_clock.set(start + LEASE_MS)
     step(alive)
-    dead.ringer.run_once()  # woke up late: its claim is stale
+    settle(dead, fake_clock)  # woke up late: its claim is stale
     assert published_ids(publisher) == [alarm_id]
 
 
-@pytest.mark.parametrize("lanes", [1, 3])
 def test_two_engines_share_one_database_without_double_rings(
-    lanes, store, fake_clock, publisher, make_engine
+    store, fake_clock, publisher, make_engine
 ):
-    engines = [make_engine(name, claim_batch=100, ring_lanes=lanes) for name in ("a", "b")]
+    # One lane rings in the stepping thread itself, which cannot sleep on the fake clock.
+    engines = [
+        make_engine(name, claim_batch=100, ring_lanes=1, ring_lead_ms=0) for name in ("a", "b")
+    ]
+    _share_without_double_rings(engines, store, fake_clock, publisher)
+
+
+@pytest.mark.mariadb
+def test_two_engines_with_default_lanes_share_mariadb_without_double_rings(
+    mariadb_store, fake_clock, publisher
+):
+    """Lanes lock rows ahead and sleep on the fake clock holding them; on SQLite, where a lock
+    takes the whole file, the other engine's lanes would wait for a clock nobody moves."""
+    engines = [
+        AlarmEngine(
+            Settings(instance_id=name, claim_batch=100),
+            SqlClaimStore(mariadb_store),
+            publisher,
+            fake_clock,
+            Metrics(),
+        )
+        for name in ("a", "b")
+    ]
+    _share_without_double_rings(engines, mariadb_store, fake_clock, publisher)
+
+
+def _share_without_double_rings(engines, store, fake_clock, publisher) -> None:
     start = fake_clock.now_ms()
     items = [NewAlarm("app", f"b{i}", "p", start + (i % 5_000), None) for i in range(2_000)]
     store.create_many(items, start)
@@ -244,10 +280,9 @@ def test_two_engines_share_one_database_without_double_rings(
         for engine in engines:
             engine.preloader.run_once()
         for engine in engines:
-            while engine.ringer.run_once() == 0:
-                pass
+            settle(engine, fake_clock)
     for engine in engines:
-        engine.ringer.close()  # wait for the batches still in flight
+        assert engine.ringer.close(Deadline(5)) == 0
     ids = published_ids(publisher)
     assert len(ids) == len(set(ids)) == 2_000
     assert all(engine.metrics.rung._value.get() > 0 for engine in engines)
@@ -256,9 +291,9 @@ def test_two_engines_share_one_database_without_double_rings(
 
 def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
     slow = _SlowPublisher()
-    engine = Engine(
+    engine = AlarmEngine(
         Settings(instance_id="e", ring_batch=25, ring_lanes=1, ring_lead_ms=0),
-        store,
+        SqlClaimStore(store),
         slow,
         fake_clock,
         Metrics(),
@@ -290,19 +325,14 @@ def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
         assert store.get("app", bid).status == ("cancelled" if ok else "rung")
 
 
-def test_stop_gives_every_claim_back(store, make_engine):
+def test_stop_gives_every_claim_back(store, fake_clock, make_engine):
     engine = make_engine()
-    from clock_server.timesource import SystemClock
-
-    engine.clock = engine.preloader.clock = engine.ringer.clock = SystemClock()
-    now = SystemClock().now_ms()
+    now = fake_clock.now_ms()
     store.create_many([NewAlarm("app", f"b{i}", "p", now + 5_000, None) for i in range(50)], now)
     engine.start()
-    deadline = time.monotonic() + 5
-    while len(engine.heap) < 50 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    fake_clock.wait_for_waiters(2)  # the preload and ring loops wait for their next pass
     assert len(engine.heap) == 50
-    engine.stop(timeout_s=5)
+    engine.stop(Deadline(5))
     pending = store.list("app", "pending", 100, None)
     assert len(pending) == 50
     assert all(a.next_try_time == a.target_ring_at for a in pending)
@@ -321,30 +351,45 @@ class _SlowPublisher(InMemoryPublisher):
         return super().start_batch(messages)
 
 
-def test_rows_locked_ahead_are_published_exactly_when_due(store, publisher):
-    from clock_server.timesource import SystemClock
-
-    clock = SystemClock()
-    stamped = StampingPublisher()
-    settings = Settings(instance_id="lead", ring_lanes=1, ring_lead_ms=400)
-    engine = Engine(settings, store, stamped, clock, Metrics())
-    now = clock.now_ms()
+def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, publisher):
+    settings = Settings(instance_id="lead", ring_lead_ms=400)
+    engine = AlarmEngine(settings, SqlClaimStore(store), publisher, fake_clock, Metrics())
+    now = fake_clock.now_ms()
     targets = [now + 150 + 7 * i for i in range(10)]
     store.create_many([NewAlarm("app", f"b{i}", "p", t, None) for i, t in enumerate(targets)], now)
     engine.preloader.run_once()
-    assert engine.ringer.run_once() == 0.0  # took all ten at once, 150+ ms ahead of time
-    assert len(stamped.published) == 10
-    for message, sent_ms in stamped.sent_at.items():
-        target = json.loads(message.body)["target_ring_at"]
-        assert target <= sent_ms < target + 50, "published early or far too late"
+    settle(engine, fake_clock)  # one lane took all ten, 150+ ms ahead, and sleeps till the first
+    assert len(engine.heap) == 0 and engine.ringer.in_flight == 1
+    for rung, target in enumerate(targets):
+        fake_clock.wait_for_sleepers(1)
+        assert len(publisher.published) == rung
+        fake_clock.set(target - 1)
+        assert fake_clock.sleepers == 1 and len(publisher.published) == rung
+        fake_clock.set(target)
+        _wait_until(lambda rung=rung: len(publisher.published) == rung + 1)
+    assert engine.ringer.close(Deadline(5)) == 0
+    sent = [json.loads(message.body) for message in publisher.published]
+    assert [body["published_at"] for body in sent] == targets
+    assert [body["target_ring_at"] for body in sent] == targets
     assert {a.status for a in store.list("app", None, 100, None)} == {"rung"}
+
+
+def _wait_until(condition, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the ring lane did not get there"
+        time.sleep(0.001)
 
 
 @pytest.mark.mariadb
 def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publisher):
     store = AlarmStore(make_db_engine(mariadb_url, pool_size=20))
-    engine = Engine(
-        Settings(instance_id="e", ring_lanes=4), store, publisher, fake_clock, Metrics()
+    engine = AlarmEngine(
+        Settings(instance_id="e", ring_lanes=4),
+        SqlClaimStore(store),
+        publisher,
+        fake_clock,
+        Metrics(),
     )
     try:
         pool = store.engine.pool
@@ -353,20 +398,24 @@ def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publis
         # open, whether idle or already taken by the threads: four lanes, preloader, maintenance
         assert pool.checkedin() + pool.checkedout() >= 6
     finally:
-        engine.stop()
-        store.engine.dispose()
+        engine.stop(Deadline(5))
+        store.close()
 
 
 def test_start_goes_on_when_the_database_cannot_be_reached(fake_clock, publisher, caplog):
     unreachable = make_db_engine("mysql+pymysql://root@127.0.0.1:1/none", pool_size=2)
-    engine = Engine(
-        Settings(instance_id="e"), AlarmStore(unreachable), publisher, fake_clock, Metrics()
+    engine = AlarmEngine(
+        Settings(instance_id="e"),
+        SqlClaimStore(AlarmStore(unreachable)),
+        publisher,
+        fake_clock,
+        Metrics(),
     )
     engine.start()
     try:
         assert "could not connect ahead" in caplog.text
     finally:
-        engine.stop(timeout_s=2)
+        engine.stop(Deadline(2))
 
 
 def test_open_ahead_does_nothing_on_sqlite(sqlite_url):

@@ -48,14 +48,15 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from clock_server import migrate
 from clock_server.api import Services, create_app
 from clock_server.api.openapi import openapi_document
-from clock_server.claims import ClaimStore
-from clock_server.db import make_engine
+from clock_server.api.tokens import load_tokens
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
-from clock_server.store import AlarmStore
+from clock_server.store import migrate
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.claims import SqlClaimStore
+from clock_server.store.db import make_engine
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import ServerProcess
 from tests.test_api import OpenApiChecker
@@ -141,6 +142,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         Metrics(),
         engine=Notifier(),
         publisher=InMemoryPublisher(),
+        tokens=load_tokens(TOKENS, ""),
     )
     fuzz = Target(create_app(services))
     client = fuzz.app.test_client()
@@ -150,7 +152,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         assert response.status_code == 201
         if business_id == "seed-3":
             client.delete(f"/v1/alarms/{application}/{business_id}", headers=bearer(ADMIN))
-    claims = ClaimStore(services.store)
+    claims = SqlClaimStore(services.store)
     now = services.clock.now_ms()
     claims.claim_due(now, now + 1, 100)
     rung = [services.store.get(app, "seed-4").id for app in ("orders", "billing", "other")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from clock_server.server import freeze_startup_objects
+from clock_server.runtime.process import freeze_startup_objects
 
 
 def test_objects_alive_at_start_up_are_frozen_and_later_ones_are_not() -> None:

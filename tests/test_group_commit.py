@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from clock_server.errors import Unavailable
-from clock_server.group_commit import GroupCommit
+from clock_server.store.group_commit import GroupCommit
 
 
 class Writes:

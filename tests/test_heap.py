@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clock_server.heap import ClaimHeap
+from clock_server.engine.heap import ClaimHeap
 from clock_server.model import Claim
 
 claims = st.lists(

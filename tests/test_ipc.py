@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clock_server.ipc import BrokerStatusFile, NotifyListener, PipeNotifier
+from clock_server.runtime.ipc import BrokerStatusFile, NotifyListener, PipeNotifier
 from clock_server.testing import SettableClock
 
 NOW_MS = 1_700_000_000_000

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 
-from clock_server.engine import Engine
-from clock_server.lead import MARGIN_MS, LockLead
+from clock_server.deadline import Deadline
+from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.engine.lead import MARGIN_MS, LockLead
 from clock_server.metrics import Metrics
 from clock_server.model import NewAlarm
 from clock_server.settings import Settings
-from clock_server.timesource import SystemClock
+from clock_server.store.claims import SqlClaimStore
+from clock_server.testing import InMemoryPublisher, SettableClock
 
-from .support import StampingPublisher
+from .support import drive, settle
 
 
 def test_the_lead_stays_at_its_floor_while_locks_come_quickly():
@@ -50,12 +51,13 @@ def test_a_floor_of_zero_keeps_locking_ahead_off():
 
 
 class _SlowLocks:
-    """The real claim store, with each ring batch's row locks taking `delay_s` longer, as
-    they do when the database is busy with other work."""
+    """The real claim store, with each ring batch's row locks taking `delay_ms` of the fake
+    clock's time, as they do when the database is busy with other work."""
 
-    def __init__(self, claims, delay_s: float) -> None:
+    def __init__(self, claims, clock: SettableClock, delay_ms: int) -> None:
         self._claims = claims
-        self._delay_s = delay_s
+        self._clock = clock
+        self._delay_ms = delay_ms
 
     def __getattr__(self, name):
         return getattr(self._claims, name)
@@ -66,62 +68,57 @@ class _SlowLocks:
             lock_live = tx.lock_live
 
             def slow_lock_live(due):
-                time.sleep(self._delay_s)
+                self._clock.advance(self._delay_ms)
                 return lock_live(due)
 
             tx.lock_live = slow_lock_live
             yield tx
 
 
-def _ring_after_a_slow_lock(store, lead_max_ms: int) -> list[int]:
-    """Lateness (ms) of alarms rung after one batch found the row locks 30 ms slow."""
-    clock = SystemClock()
-    publisher = StampingPublisher()
-    settings = Settings(instance_id="slow", ring_lanes=2, ring_lead_ms=5,
-                        ring_lead_max_ms=lead_max_ms)  # fmt: skip
-    engine = Engine(settings, store, publisher, clock, Metrics())
-    engine.ringer.claims = _SlowLocks(engine.ringer.claims, 0.030)
+def _ring_after_a_slow_lock(store, clock: SettableClock, lead_max_ms: int) -> list[int]:
+    """Lateness (ms) of alarms rung after one batch found the row locks 30 ms slow, stepped
+    with the fake clock: the ring loop is asked to run when it said, each lock takes 30 ms,
+    and a lane that locked ahead publishes when the clock reaches the alarm's moment."""
+    publisher = InMemoryPublisher()
+    settings = Settings(instance_id="slow", ring_lead_ms=5, ring_lead_max_ms=lead_max_ms)
+    engine = AlarmEngine(settings, SqlClaimStore(store), publisher, clock, Metrics())
+    engine.ringer.claims = _SlowLocks(engine.ringer.claims, clock, 30)
     now = clock.now_ms()
-    first = [NewAlarm("app", f"first{lead_max_ms}", "p", now, None)]
-    store.create_many(first, now)
+    store.create_many([NewAlarm("app", f"first{lead_max_ms}", "p", now, None)], now)
     engine.preloader.run_once()
-    engine.ringer.run_once()  # rings the first, and learns how long its lock took
+    settle(engine, clock)  # rings the first, and learns how long its lock took
     now = clock.now_ms()
-    targets = [now + 200 + 50 * i for i in range(5)]  # one batch each
+    # One batch each, far enough apart that no two lanes lock at once: a lock's 30 ms move
+    # the one fake clock that every lane reads.
+    targets = [now + 200 + 200 * i for i in range(5)]
     store.create_many(
         [NewAlarm("app", f"next{lead_max_ms}-{i}", "p", t, None) for i, t in enumerate(targets)],
         now,
     )
     engine.preloader.run_once()
-    deadline = time.monotonic() + 3
-    while len(publisher.published) < 6 and time.monotonic() < deadline:
-        wait_s = engine.ringer.run_once()
-        time.sleep(min(wait_s or 0.001, 0.005))
-    engine.ringer.close()
+    drive(engine, clock, until_ms=targets[-1] + 100)
+    assert engine.ringer.close(Deadline(5)) == 0
     lateness = []
-    for message, sent_ms in publisher.sent_at.items():
+    for message in publisher.published:
         body = json.loads(message.body)
         if body["business_id"].startswith("next"):
-            lateness.append(sent_ms - body["target_ring_at"])
+            lateness.append(body["published_at"] - body["target_ring_at"])
     return lateness
 
 
-def test_a_slow_lock_makes_the_next_batches_lock_earlier_and_ring_on_time(store):
-    lateness = _ring_after_a_slow_lock(store, lead_max_ms=50)
-    assert len(lateness) == 5
-    assert min(lateness) >= 0, "published early"
-    assert max(lateness) < 20, f"the 30 ms lock was not taken ahead of time: {lateness}"
+def test_a_slow_lock_makes_the_next_batches_lock_earlier_and_ring_on_time(store, fake_clock):
+    lateness = _ring_after_a_slow_lock(store, fake_clock, lead_max_ms=50)
+    assert lateness == [0] * 5, f"the 30 ms lock was not taken ahead of time: {lateness}"
 
 
-def test_with_the_lead_held_at_its_floor_a_slow_lock_makes_alarms_late(store):
-    lateness = _ring_after_a_slow_lock(store, lead_max_ms=5)
-    assert len(lateness) == 5
-    assert min(lateness) >= 25, f"the lock did not cost what the other test saves: {lateness}"
+def test_with_the_lead_held_at_its_floor_a_slow_lock_makes_alarms_late(store, fake_clock):
+    lateness = _ring_after_a_slow_lock(store, fake_clock, lead_max_ms=5)
+    assert lateness == [25] * 5, f"the lock did not cost what the other test saves: {lateness}"
 
 
 def test_a_ring_thread_woken_late_raises_the_lead_as_a_slow_lock_does(store, fake_clock, publisher):
     settings = Settings(instance_id="late", ring_lanes=1, ring_lead_ms=5, ring_lead_max_ms=50)
-    engine = Engine(settings, store, publisher, fake_clock, Metrics())
+    engine = AlarmEngine(settings, SqlClaimStore(store), publisher, fake_clock, Metrics())
     assert engine.metrics.registry.get_sample_value("clock_ring_lead_ms") == 5
     now = fake_clock.now_ms()
     store.create(NewAlarm("app", "late", "p", now + 1_000, None), now)

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from clock_server.supervisor import listening_sockets
+from clock_server.runtime.sockets import listening_sockets
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="SO_REUSEPORT spreads on Linux")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clock_server.maintenance import Maintenance
+from clock_server.engine.maintenance import Maintenance
 from clock_server.metrics import Metrics
 from clock_server.model import NewAlarm
 

@@ -10,9 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from clock_server import migrate
-from clock_server.db import make_engine
-from clock_server.schema import metadata
+from clock_server.store import migrate
+from clock_server.store.db import make_engine
+from clock_server.store.schema import metadata
 from tests.support import mariadb_database
 
 

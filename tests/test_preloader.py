@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import pytest
 
-from clock_server.claims import ClaimStore
-from clock_server.engine import Engine
+from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.metrics import Metrics
 from clock_server.model import Claim, NewAlarm
 from clock_server.settings import Settings
-from clock_server.store import AlarmStore
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.claims import SqlClaimStore
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 INTERVAL_MS = 1_000
 
 
-class RecordingClaims(ClaimStore):
+class RecordingClaims(SqlClaimStore):
     """The real claim store, remembering the floor each pass scanned from."""
 
     def __init__(self, store: AlarmStore) -> None:
@@ -35,7 +35,7 @@ class RecordingClaims(ClaimStore):
 
 
 @pytest.fixture
-def engine(store: AlarmStore, fake_clock: SettableClock) -> Engine:
+def engine(store: AlarmStore, fake_clock: SettableClock) -> AlarmEngine:
     settings = Settings(
         claim_batch=3,
         preload_interval_s=INTERVAL_MS / 1000,
@@ -43,12 +43,12 @@ def engine(store: AlarmStore, fake_clock: SettableClock) -> Engine:
         ring_lanes=1,
         ring_lead_ms=0,
     )
-    built = Engine(settings, store, InMemoryPublisher(), fake_clock, Metrics())
+    built = AlarmEngine(settings, SqlClaimStore(store), InMemoryPublisher(), fake_clock, Metrics())
     built.preloader.claims = RecordingClaims(store)
     return built
 
 
-def floors(engine: Engine) -> list[int | None]:
+def floors(engine: AlarmEngine) -> list[int | None]:
     claims = engine.preloader.claims
     assert isinstance(claims, RecordingClaims)
     return claims.floors
@@ -62,7 +62,7 @@ def add_due(store: AlarmStore, clock: SettableClock, count: int, first_in_ms: in
     return [alarm.id for alarm, _ in store.create_many(items, now)]
 
 
-def held_ids(engine: Engine) -> set[int]:
+def held_ids(engine: AlarmEngine) -> set[int]:
     return {claim.id for claim in engine.heap.drain()}
 
 
@@ -110,7 +110,7 @@ def test_an_alarm_below_the_floor_that_nobody_announced_waits_at_most_one_interv
 
 def test_claims_given_back_by_a_full_heap_are_looked_for_from_the_start(store, fake_clock):
     settings = Settings(claim_batch=3, heap_size=4, ring_lanes=1, ring_lead_ms=0)
-    engine = Engine(settings, store, InMemoryPublisher(), fake_clock, Metrics())
+    engine = AlarmEngine(settings, SqlClaimStore(store), InMemoryPublisher(), fake_clock, Metrics())
     engine.preloader.claims = RecordingClaims(store)
     add_due(store, fake_clock, 6, 3_000)
     while engine.preloader.run_once() == 0.0:

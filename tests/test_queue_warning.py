@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from clock_server.server import ThrottledLogger
+from clock_server.runtime.http_server import ThrottledLogger
 
 
 def test_throttled_logger_lets_one_warning_through_and_counts_the_rest(
@@ -33,7 +33,7 @@ def test_throttled_logger_lets_one_warning_through_and_counts_the_rest(
 def test_the_http_server_throttles_its_queue_warning() -> None:
     from flask import Flask
 
-    from clock_server.server import create_http_server
+    from clock_server.runtime.http_server import create_http_server
     from clock_server.settings import Settings
 
     listener = socket.create_server(("127.0.0.1", 0))

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from clock_server.claims import ClaimStore
 from clock_server.errors import Conflict, NotFound, ValidationError
 from clock_server.model import AlarmChanges, NewAlarm
-from clock_server.store import AlarmStore
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.claims import SqlClaimStore
 
 NOW = 1_700_000_000_000
 
@@ -126,12 +126,12 @@ def test_get_unknown_is_not_found(store: AlarmStore):
 
 def test_update_moves_target_and_drops_the_claim(store: AlarmStore):
     alarm, _ = store.create(new(), NOW)
-    claims = ClaimStore(store).claim_due(NOW + 10_000, NOW + 30_000, 10)
+    claims = SqlClaimStore(store).claim_due(NOW + 10_000, NOW + 30_000, 10)
     assert [c.id for c in claims] == [alarm.id]
     moved = store.update("app", "b1", AlarmChanges(target_ring_at=NOW + 5_000), NOW + 1)
     assert moved.target_ring_at == moved.next_try_time == NOW + 5_000
     assert moved.updated_at == NOW + 1
-    with ClaimStore(store).ring_transaction() as tx:
+    with SqlClaimStore(store).ring_transaction() as tx:
         assert tx.lock_live(claims) == []
 
 
@@ -156,7 +156,7 @@ def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
         store.update("app", "c", AlarmChanges(payload="x"), NOW)
     assert info.value.status == "cancelled"
     store.create(new("r", target=NOW), NOW)
-    claims_store = ClaimStore(store)
+    claims_store = SqlClaimStore(store)
     claims = claims_store.claim_due(NOW, NOW + 30_000, 10)
     with claims_store.ring_transaction() as tx:
         tx.mark_rung([(c.id, NOW) for c in claims], NOW)
@@ -170,7 +170,7 @@ def test_a_ring_batch_locks_only_its_own_rows_on_a_small_table(mariadb_store: Al
     """Another lane, a cancel and a claim of other alarms go on while a batch holds its rows:
     with few rows MariaDB would read them by `status`, and lock every pending row."""
     store = mariadb_store
-    claims_store = ClaimStore(store)
+    claims_store = SqlClaimStore(store)
     store.create_many([new(f"l{i:02}", target=NOW) for i in range(60)], NOW)
     claims = claims_store.claim_due(NOW, NOW + 30_000, 40)
     done: dict[str, object] = {}
@@ -194,7 +194,7 @@ def test_a_ring_batch_locks_only_its_own_rows_on_a_small_table(mariadb_store: Al
 
 def test_outcomes_of_a_ring_batch_are_recorded_per_alarm(store: AlarmStore):
     store.create_many([new(f"o{i}", target=NOW) for i in range(7)], NOW)
-    claims_store = ClaimStore(store)
+    claims_store = SqlClaimStore(store)
     ids = [c.id for c in claims_store.claim_due(NOW, NOW + 30_000, 10)]
     with claims_store.ring_transaction() as tx:
         # three publish groups, each with its own time; one dead, one expired
@@ -232,7 +232,7 @@ def test_list_pages_by_id_with_filters(store: AlarmStore):
 def test_claims_are_exclusive_earliest_first_and_within_the_horizon(store: AlarmStore):
     for i in range(40):
         store.create(new(f"b{i}", target=NOW + i * 100), NOW)
-    a, b = ClaimStore(store), ClaimStore(store)
+    a, b = SqlClaimStore(store), SqlClaimStore(store)
     first = a.claim_due(NOW + 1_950, NOW + 30_000, 10)
     assert [c.due_ms for c in first] == [NOW + i * 100 for i in range(10)]
     with ThreadPoolExecutor(2) as pool:
@@ -245,7 +245,7 @@ def test_claims_are_exclusive_earliest_first_and_within_the_horizon(store: Alarm
 def test_a_claim_from_a_floor_skips_what_is_due_before_it(store: AlarmStore):
     for i in range(6):
         store.create(new(f"b{i}", target=NOW + i * 100), NOW)
-    claims_store = ClaimStore(store)
+    claims_store = SqlClaimStore(store)
     taken = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10, from_ms=NOW + 300)
     assert [c.due_ms for c in taken] == [NOW + 300, NOW + 400, NOW + 500]  # the floor included
     rest = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10)
@@ -254,19 +254,19 @@ def test_a_claim_from_a_floor_skips_what_is_due_before_it(store: AlarmStore):
 
 def test_release_makes_alarms_due_again_at_their_own_time(store: AlarmStore):
     alarm, _ = store.create(new(target=NOW + 500), NOW)
-    claims_store = ClaimStore(store)
+    claims_store = SqlClaimStore(store)
     claims = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10)
     assert store.get("app", "b1").next_try_time == NOW + 30_000
     assert claims_store.release(claims, NOW) == 1
     assert claims_store.release(claims, NOW) == 0  # stale: already given back
     assert store.get("app", "b1").next_try_time == NOW + 500
-    assert [c.id for c in ClaimStore(store).claim_due(NOW + 500, NOW + 30_000, 10)] == [alarm.id]
+    assert [c.id for c in SqlClaimStore(store).claim_due(NOW + 500, NOW + 30_000, 10)] == [alarm.id]
 
 
 def test_an_expired_lease_can_be_claimed_by_another_engine(store: AlarmStore):
     store.create(new(target=NOW), NOW)
-    old = ClaimStore(store).claim_due(NOW, NOW + 30_000, 10)
-    survivor = ClaimStore(store)
+    old = SqlClaimStore(store).claim_due(NOW, NOW + 30_000, 10)
+    survivor = SqlClaimStore(store)
     assert survivor.claim_due(NOW + 30_000 - 1, NOW + 60_000, 10) == []
     taken = survivor.claim_due(NOW + 30_000, NOW + 60_000, 10)
     assert [c.due_ms for c in taken] == [NOW + 30_000]
@@ -277,7 +277,7 @@ def test_an_expired_lease_can_be_claimed_by_another_engine(store: AlarmStore):
 
 def test_retry_bookkeeping(store: AlarmStore):
     store.create(new(target=NOW), NOW)
-    claims_store = ClaimStore(store)
+    claims_store = SqlClaimStore(store)
     claims = claims_store.claim_due(NOW, NOW + 30_000, 10)
     with claims_store.ring_transaction() as tx:
         tx.schedule_retries([(claims[0].id, NOW + 800)], NOW)
@@ -291,5 +291,5 @@ def test_count_overdue_sees_only_unclaimed_pending_alarms(store: AlarmStore):
     store.create(new("soon", target=NOW + 10_000), NOW)
     store.create(new("gone", target=NOW - 10_000), NOW)
     store.cancel("app", "gone", NOW)
-    ClaimStore(store).claim_due(NOW - 15_000, NOW + 30_000, 10)
+    SqlClaimStore(store).claim_due(NOW - 15_000, NOW + 30_000, 10)
     assert store.count_overdue(NOW) == 1

@@ -1,5 +1,8 @@
-"""The HTTP API (Flask): all HTTP lives in this package."""
+"""The HTTP API: Flask routes, validation, the OpenAPI document, bearer tokens.
 
-from clock_server.api.app import Services, create_app
+Only this package imports Flask and pydantic."""
+
+from clock_server.api.app import create_app
+from clock_server.api.services import Services
 
 __all__ = ["Services", "create_app"]

@@ -6,8 +6,8 @@ import functools
 from typing import Any
 
 from clock_server import __version__
-from clock_server.api.validation import APPLICATION_PATTERN, CreateAlarm, UpdateAlarm
-from clock_server.model import STATUSES
+from clock_server.api.validation import CreateAlarm, UpdateAlarm
+from clock_server.model import APPLICATION_PATTERN, STATUSES
 
 _REF = "#/components/schemas/{model}"
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from clock_server.api import validation
-from clock_server.api.app import Services, error_body, status_for
-from clock_server.api.auth import authorize, authorize_listing
+from clock_server.api.access import authorize, authorize_listing
+from clock_server.api.http_errors import error_body, status_for
 from clock_server.api.openapi import openapi_document
+from clock_server.api.services import Services
 from clock_server.errors import ClockError, Unavailable
-from clock_server.metrics import exposition
+from clock_server.metrics import EXPOSITION_CONTENT_TYPE, exposition
 from clock_server.model import Alarm
 from clock_server.settings import Settings
 
@@ -129,7 +129,7 @@ def healthz() -> tuple[Response, int]:
 
 @api.get("/metrics")
 def metrics() -> Response:
-    return Response(exposition(services().metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+    return Response(exposition(services().metrics.registry), mimetype=EXPOSITION_CONTENT_TYPE)
 
 
 @api.get("/openapi.json")

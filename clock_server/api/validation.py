@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -13,10 +12,15 @@ from pydantic import ValidationError as PydanticError
 from pydantic_core import PydanticCustomError
 
 from clock_server.errors import PayloadTooLarge, ValidationError
-from clock_server.model import MAX_EPOCH_MS, STATUSES, AlarmChanges, NewAlarm
-
-APPLICATION_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
-_APPLICATION_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+from clock_server.model import (
+    APPLICATION_CHARS,
+    APPLICATION_PATTERN,
+    MAX_EPOCH_MS,
+    STATUSES,
+    AlarmChanges,
+    NewAlarm,
+    is_application_name,
+)
 
 
 def _utf8(value: str) -> str:
@@ -165,10 +169,9 @@ def list_query(
 
 
 def check_application(application: str) -> None:
-    if not _APPLICATION_RE.fullmatch(application):
+    if not is_application_name(application):
         raise ValidationError(
-            "application must be 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-'",
-            field="application",
+            f"application must be 1 to 64 characters of {APPLICATION_CHARS}", field="application"
         )
 
 

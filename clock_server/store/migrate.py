@@ -9,16 +9,18 @@ from alembic.config import Config
 from sqlalchemy import Engine
 
 from alembic import command
+from clock_server.store.db import make_engine
 
 log = logging.getLogger(__name__)
 
 
 def script_location() -> str:
     """The migration scripts: the repository's alembic/ folder, or its installed copy."""
-    checkout = Path(__file__).resolve().parent.parent / "alembic"
+    package = Path(__file__).resolve().parent.parent
+    checkout = package.parent / "alembic"
     if (checkout / "env.py").is_file():
         return str(checkout)
-    installed = Path(__file__).resolve().parent / "migrations"
+    installed = package / "migrations"
     if (installed / "env.py").is_file():
         return str(installed)
     raise FileNotFoundError("the Alembic migration scripts are not installed with clock_server")
@@ -32,3 +34,12 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
     log.info("database schema is at %s", revision, extra={"action": "schema_migrated"})
+
+
+def upgrade_url(url: str) -> None:
+    """Bring the database at `url` to the newest schema (`clock-server migrate`)."""
+    engine = make_engine(url)
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()

@@ -1,4 +1,5 @@
-"""The `clock` table, as SQLAlchemy Core metadata. The Alembic migrations create it."""
+"""The alarms table (named `clock` in SQL, as in the seed design), as SQLAlchemy Core metadata.
+The Alembic migrations create it."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ _KEY = String(128)
 _APP = String(64)
 _PAYLOAD = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 
-clock = Table(
+alarm_table = Table(
     "clock",
     metadata,
     Column("id", _ID, primary_key=True, autoincrement=True),
@@ -50,4 +51,20 @@ clock = Table(
     Index("ix_clock_application_id", "application", "id"),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
+)
+
+# What a read of a whole alarm selects.
+ALARM_COLUMNS = (
+    alarm_table.c.id,
+    alarm_table.c.application,
+    alarm_table.c.business_id,
+    alarm_table.c.payload,
+    alarm_table.c.target_ring_at,
+    alarm_table.c.latest_ring_at,
+    alarm_table.c.next_try_time,
+    alarm_table.c.retry_times,
+    alarm_table.c.status,
+    alarm_table.c.rung_at,
+    alarm_table.c.create_time,
+    alarm_table.c.update_time,
 )

@@ -7,7 +7,7 @@ import logging
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from clock_server.metrics import Metrics
-from clock_server.store import AlarmStore
+from clock_server.store.ports import BacklogCounter
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
@@ -19,7 +19,7 @@ class Maintenance:
     """Runs the housekeeping jobs; constructing it schedules nothing until start()."""
 
     def __init__(
-        self, store: AlarmStore, clock: Clock, metrics: Metrics, interval_s: float = 15.0
+        self, store: BacklogCounter, clock: Clock, metrics: Metrics, interval_s: float = 15.0
     ) -> None:
         self.store = store
         self.clock = clock
@@ -40,8 +40,9 @@ class Maintenance:
         self._scheduler.start()
 
     def stop(self) -> None:
+        """Stop scheduling; a measurement in progress is left to finish on its own."""
         if self._scheduler is not None:
-            self._scheduler.shutdown(wait=True)
+            self._scheduler.shutdown(wait=False)
             self._scheduler = None
 
     def measure_backlog(self) -> int:

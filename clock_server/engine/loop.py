@@ -1,4 +1,4 @@
-"""A thread that repeats one step, sleeping in between on a wait that never loses a wake-up."""
+"""A thread that repeats one step, waiting in between on a wake-up that is never lost."""
 
 from __future__ import annotations
 
@@ -7,14 +7,16 @@ import threading
 from collections.abc import Callable
 
 from clock_server.errors import ClockError
+from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
 
 
 class Waker:
-    """Event.wait with the promise that a wake() during the step skips the next wait."""
+    """A wait on the Clock with the promise that a wake() during the step skips the next wait."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._event = threading.Event()
 
     def wake(self) -> None:
@@ -25,11 +27,11 @@ class Waker:
         self._event.clear()
 
     def wait(self, timeout_s: float) -> None:
-        self._event.wait(timeout_s)
+        self._clock.wait(self._event, max(int(timeout_s * 1000), 1))
 
 
-class Worker:
-    """Runs `step` in a loop; `step` returns seconds to wait, 0 to go again, None to idle."""
+class StepLoop:
+    """Runs `step` in a thread; `step` returns seconds to wait, 0 to go again, None to idle."""
 
     def __init__(
         self,
@@ -62,10 +64,6 @@ class Worker:
             return True
         self._thread.join(timeout_s)
         return not self._thread.is_alive()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set()
 
     def _run(self) -> None:
         while not self._stopping.is_set():

@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
-
-class OutgoingMessage(NamedTuple):
-    """One alarm ready to be published (a tuple: one is built per alarm on the ring path)."""
-
-    message_id: str
-    application: str  # the routing key; also names the queue clock.<application>
-    body: bytes  # JSON, UTF-8
+from clock_server.model import OutgoingMessage
 
 
 class PendingBatch(Protocol):
@@ -44,6 +38,6 @@ class Publisher(Protocol):
         """True while a connection to the broker is open."""
         ...
 
-    def close(self) -> None:
-        """Finish or fail what is in flight and close the connection."""
+    def close(self, timeout_s: float) -> None:
+        """Fail what is still in flight and close the connection, within `timeout_s`."""
         ...

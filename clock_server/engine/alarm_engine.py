@@ -1,22 +1,20 @@
-"""The engine: a preload thread and a ring thread around one bounded heap."""
+"""The engine: a preload loop and a ring loop around one bounded heap."""
 
 from __future__ import annotations
 
 import logging
-import time
 
-from clock_server.backoff import RetryPolicy
-from clock_server.claims import ClaimStore
-from clock_server.db import open_ahead
-from clock_server.heap import ClaimHeap
+from clock_server.broker.publisher import Publisher
+from clock_server.deadline import Deadline
+from clock_server.engine.backoff import RetryPolicy
+from clock_server.engine.heap import ClaimHeap
+from clock_server.engine.loop import StepLoop, Waker
+from clock_server.engine.preloader import Preloader
+from clock_server.engine.ringer import Ringer
 from clock_server.metrics import Metrics
-from clock_server.preloader import Preloader
-from clock_server.publishing import Publisher
-from clock_server.ringer import Ringer
 from clock_server.settings import Settings
-from clock_server.store import AlarmStore
+from clock_server.store.ports import ClaimStore
 from clock_server.timesource import Clock
-from clock_server.worker import Waker, Worker
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +29,16 @@ def wake_horizon_ms(settings: Settings) -> int:
     return min(settings.preload_window_ms, int(settings.preload_interval_s * 1000) + WAKE_MARGIN_MS)
 
 
-class Engine:
+class AlarmEngine:
     """Claims alarms as they come within the window and rings them when due.
 
-    Constructing it does nothing; start() starts both threads, stop() hands everything back.
+    Constructing it does nothing; start() starts both loops, stop() hands everything back.
     """
 
     def __init__(
         self,
         settings: Settings,
-        store: AlarmStore,
+        claims: ClaimStore,
         publisher: Publisher,
         clock: Clock,
         metrics: Metrics,
@@ -49,12 +47,12 @@ class Engine:
         self.clock = clock
         self.metrics = metrics
         self.publisher = publisher
-        self.claims = ClaimStore(store)
+        self.claims = claims
         self.heap = ClaimHeap(settings.heap_size)
-        self.preload_waker = Waker()
-        self.ring_waker = Waker()
+        self.preload_waker = Waker(clock)
+        self.ring_waker = Waker(clock)
         self.preloader = Preloader(
-            self.claims,
+            claims,
             self.heap,
             clock,
             self.ring_waker,
@@ -70,7 +68,7 @@ class Engine:
             max_retries=settings.retry_max,
         )
         self.ringer = Ringer(
-            self.claims,
+            claims,
             self.heap,
             publisher,
             clock,
@@ -83,19 +81,19 @@ class Engine:
             lead_max_ms=settings.ring_lead_max_ms,
             on_lane_free=self.ring_waker.wake,
         )
-        self._preload_worker = Worker("clock-preload", self.preloader.run_once, self.preload_waker)
-        self._ring_worker = Worker("clock-ring", self.ringer.run_once, self.ring_waker)
+        self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)
+        self._ring_loop = StepLoop("clock-ring", self.ringer.run_once, self.ring_waker)
         self._started = False
         self._wake_horizon_ms = wake_horizon_ms(settings)
 
     def start(self) -> None:
         try:
             # a connection per lane, the preloader's and one for maintenance
-            open_ahead(self.claims.store.engine, self.settings.ring_lanes + 2)
-        except Exception as error:  # the workers connect when the database is back
+            self.claims.connect_ahead(self.settings.ring_lanes + 2)
+        except Exception as error:  # the loops connect when the database is back
             log.warning("could not connect ahead: %s", error, extra={"action": "connect_failed"})
-        self._ring_worker.start()
-        self._preload_worker.start()
+        self._ring_loop.start()
+        self._preload_loop.start()
         self._started = True
         log.info("engine %s started", self.settings.instance_id, extra={"action": "engine_started"})
 
@@ -106,32 +104,48 @@ class Engine:
             self.preloader.rescan()
             self.preload_waker.wake()
 
-    def stop(self, timeout_s: float | None = None) -> None:
-        """Stop claiming, finish the ring batch in hand, give every claim back. Bounded in time."""
+    def stop(self, deadline: Deadline) -> None:
+        """Stop claiming, give back what the heap holds, and let the ring batches in flight
+        finish, all before `deadline`; finish() waits for stragglers again later."""
         if not self._started:
             return
         self._started = False
-        deadline = time.monotonic() + (timeout_s or self.settings.shutdown_timeout_s)
-        self._preload_worker.stop()
-        self._ring_worker.stop()
-        for worker in (self._preload_worker, self._ring_worker):
-            if not worker.join(max(deadline - time.monotonic(), 0.1)):
+        for loop in (self._preload_loop, self._ring_loop):
+            loop.stop()
+        for loop in (self._preload_loop, self._ring_loop):
+            if not loop.join(deadline.remaining_s()):
                 log.error(
-                    "%s did not stop in time", worker.name, extra={"action": "engine_stop_late"}
+                    "%s did not stop in time", loop.name, extra={"action": "engine_stop_late"}
                 )
-        self.ringer.close()
+        self._give_back()
+        self.ringer.close(deadline)
+
+    def finish(self, deadline: Deadline) -> None:
+        """Wait for the ring batches still in flight until `deadline`. One still running then
+        is abandoned: its claims return when their lease ends."""
+        unfinished = self.ringer.close(deadline)
+        if unfinished:
+            log.error(
+                "%d ring batches still in flight at the shutdown deadline; their claims return "
+                "when their lease ends",
+                unfinished,
+                extra={"action": "engine_stop_late"},
+            )
+
+    def _give_back(self) -> None:
         held = self.heap.drain()
         try:
             released = self.claims.release(held, self.clock.now_ms())
-            log.info(
-                "engine stopped; gave back %d of %d claims",
-                released,
-                len(held),
-                extra={"action": "engine_stopped"},
-            )
         except Exception:
             log.exception(
                 "could not give back %d claims; they return when their lease ends",
                 len(held),
                 extra={"action": "release_failed"},
             )
+            return
+        log.info(
+            "engine stopped; gave back %d of %d claims",
+            released,
+            len(held),
+            extra={"action": "engine_stopped"},
+        )

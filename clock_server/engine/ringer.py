@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import orjson
 
-from clock_server.backoff import RetryPolicy
-from clock_server.claims import ClaimStore, RingTransaction
+from clock_server.broker.publisher import PendingBatch, Publisher
+from clock_server.deadline import Deadline
+from clock_server.engine.backoff import RetryPolicy
+from clock_server.engine.heap import ClaimHeap
+from clock_server.engine.lead import LockLead
 from clock_server.errors import Unavailable
-from clock_server.heap import ClaimHeap
-from clock_server.lead import LockLead
 from clock_server.metrics import Metrics
-from clock_server.model import Claim, RingRow
-from clock_server.publishing import OutgoingMessage, PendingBatch, Publisher
+from clock_server.model import Claim, OutgoingMessage, RingRow
+from clock_server.store.ports import ClaimStore, RingTransaction
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
@@ -27,15 +28,12 @@ DB_RETRY_MS = 1_000
 _LEAD_SLACK_MS = 50
 
 
-@dataclass
-class RingOutcome:
-    """What one batch did, for logs, metrics and tests."""
+class _Recorded(NamedTuple):
+    """How many of a batch's alarms each outcome got, for the metrics and the log."""
 
-    rung: list[int] = field(default_factory=list)
-    retried: list[int] = field(default_factory=list)
-    dead: list[int] = field(default_factory=list)
-    expired: list[int] = field(default_factory=list)
-    skipped: int = 0
+    rung: int
+    retried: int
+    dead_ids: list[int]
 
 
 class Ringer:
@@ -83,11 +81,13 @@ class Ringer:
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
         self._executor = ThreadPoolExecutor(lanes, "clock-ring-lane") if lanes > 1 else None
+        self._in_flight: set[futures.Future[None]] = set()
+        self._in_flight_lock = threading.Lock()
 
     def run_once(self) -> float | None:
         """Ring what is due; returns seconds until the next due claim, 0 to go on, None if idle."""
-        if self._lanes is not None and not self._lanes.acquire(timeout=0.05):
-            return 0.0
+        if self._lanes is not None and not self._lanes.acquire(blocking=False):
+            return None  # every lane is busy; the first to finish wakes this loop
         now_ms = self.clock.now_ms()
         # A thread that wakes late (a busy machine) is late for the lock as much as a slow
         # database is: the lead is measured from when this pass was asked for.
@@ -97,7 +97,7 @@ class Ringer:
         due = self.heap.pop_due(now_ms + lead_ms, self.batch)
         if due:
             if self._executor is not None:
-                self._executor.submit(self._ring_in_lane, due, since_ms)
+                self._submit(due, since_ms)
             else:
                 self.ring(due, since_ms)
             return 0.0
@@ -110,10 +110,33 @@ class Ringer:
         self._wake_at_ms = now_ms + wait_ms
         return wait_ms / 1000
 
-    def close(self) -> None:
-        """Wait for the batches in flight to finish."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+    @property
+    def in_flight(self) -> int:
+        """Ring batches handed to lanes and not finished yet."""
+        with self._in_flight_lock:
+            return len(self._in_flight)
+
+    def close(self, deadline: Deadline) -> int:
+        """Wait until the batches in flight finish or `deadline` passes; returns how many were
+        still unfinished then (their claims return when their lease ends)."""
+        if self._executor is None:
+            return 0
+        self._executor.shutdown(wait=False)
+        with self._in_flight_lock:
+            in_flight = set(self._in_flight)
+        _done, unfinished = futures.wait(in_flight, timeout=deadline.remaining_s())
+        return len(unfinished)
+
+    def _submit(self, due: list[Claim], since_ms: int) -> None:
+        assert self._executor is not None
+        future = self._executor.submit(self._ring_in_lane, due, since_ms)
+        with self._in_flight_lock:
+            self._in_flight.add(future)
+        future.add_done_callback(self._finished)
+
+    def _finished(self, future: futures.Future[None]) -> None:
+        with self._in_flight_lock:
+            self._in_flight.discard(future)
 
     def _ring_in_lane(self, due: list[Claim], since_ms: int) -> None:
         try:
@@ -127,13 +150,13 @@ class Ringer:
             if self.on_lane_free is not None:
                 self.on_lane_free()
 
-    def ring(self, due: list[Claim], since_ms: int | None = None) -> RingOutcome:
+    def ring(self, due: list[Claim], since_ms: int | None = None) -> None:
         """Ring `due`, which was to be taken off the heap at `since_ms` (now, if not given)."""
         if since_ms is None:
             since_ms = self.clock.now_ms()
         try:
             with self.claims.ring_transaction() as tx:
-                outcome = self._ring_locked(tx, due, since_ms)
+                self._ring_locked(tx, due, since_ms)
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -142,21 +165,19 @@ class Ringer:
             )
             retry_at = self.clock.now_ms() + DB_RETRY_MS
             self.heap.push_many(Claim(max(c.due_ms, retry_at), c.id, c.version) for c in due)
-            return RingOutcome()
+            return
         self.metrics.heap_size.set(len(self.heap))
-        return outcome
 
-    def _ring_locked(self, tx: RingTransaction, due: list[Claim], since_ms: int) -> RingOutcome:
-        outcome = RingOutcome()
+    def _ring_locked(self, tx: RingTransaction, due: list[Claim], since_ms: int) -> None:
         live = tx.lock_live(due)
         lead_before = self.lead.ms
         lead_ms = self.lead.observe(self.clock.now_ms() - since_ms)
         if lead_ms != lead_before:  # the gauge is a file write in multi-process mode
             self.metrics.ring_lead_ms.set(lead_ms)
-        outcome.skipped = len(due) - len(live)
         due_at = {claim.id: claim.due_ms for claim in due}
         rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due)
         sent: list[tuple[list[RingRow], int, PendingBatch]] = []
+        expired: list[int] = []
         index = 0
         while index < len(rows):
             now_ms = self.clock.now_ms()
@@ -164,25 +185,23 @@ class Ringer:
             while index < len(rows) and _ready_at(rows[index], due_at) <= now_ms:
                 index += 1
             if index == first:  # locked ahead of time: publish exactly when due, never before
-                time.sleep((_ready_at(rows[index], due_at) - now_ms) / 1000)
+                self.clock.sleep_until(_ready_at(rows[index], due_at))
                 continue
             group = rows[first:index]
-            expired = {
+            late = {
                 r.id for r in group if r.latest_ring_at is not None and r.latest_ring_at < now_ms
             }
-            outcome.expired += sorted(expired)
-            ready = [r for r in group if r.id not in expired]
+            expired += sorted(late)
+            ready = [r for r in group if r.id not in late]
             if ready:
                 pending = self.publisher.start_batch([_message(row, now_ms) for row in ready])
                 sent.append((ready, now_ms, pending))
-        tx.mark_expired(outcome.expired, self.clock.now_ms())
+        tx.mark_expired(expired, self.clock.now_ms())
         confirmed = [
             (ready, published_at, pending.wait(self.publish_timeout_s))
             for ready, published_at, pending in sent
         ]
-        self._record(tx, confirmed, outcome)
-        self._count(outcome)
-        return outcome
+        self._count(self._record(tx, confirmed), len(expired))
 
     def _keep_close(
         self, rows: list[RingRow], due_at: dict[int, int], due: list[Claim]
@@ -198,11 +217,8 @@ class Ringer:
         return [r for r in rows if _ready_at(r, due_at) <= limit]
 
     def _record(
-        self,
-        tx: RingTransaction,
-        confirmed: list[tuple[list[RingRow], int, list[bool]]],
-        outcome: RingOutcome,
-    ) -> None:
+        self, tx: RingTransaction, confirmed: list[tuple[list[RingRow], int, list[bool]]]
+    ) -> _Recorded:
         """Each publish group's rows, when it was published and what the broker said of each."""
         now_ms = self.clock.now_ms()
         rung: list[tuple[int, int]] = []
@@ -219,30 +235,29 @@ class Ringer:
                 else:
                     retries.append((row.id, now_ms + self.retry.delay_ms(row.retry_times + 1)))
         self.metrics.observe_lateness(lateness_s)
-        outcome.rung += [alarm_id for alarm_id, _ in rung]
-        outcome.dead += dead
-        outcome.retried += [alarm_id for alarm_id, _ in retries]
         tx.mark_rung(rung, now_ms)
         tx.mark_dead(dead, now_ms)
         tx.schedule_retries(retries, now_ms)
+        return _Recorded(len(rung), len(retries), dead)
 
-    def _count(self, outcome: RingOutcome) -> None:
-        self.metrics.rung.inc(len(outcome.rung))
-        self.metrics.publish_failures.inc(len(outcome.retried) + len(outcome.dead))
-        self.metrics.expired.inc(len(outcome.expired))
-        self.metrics.dead.inc(len(outcome.dead))
-        if outcome.retried or outcome.dead:
+    def _count(self, recorded: _Recorded, expired: int) -> None:
+        dead = len(recorded.dead_ids)
+        self.metrics.rung.inc(recorded.rung)
+        self.metrics.publish_failures.inc(recorded.retried + dead)
+        self.metrics.expired.inc(expired)
+        self.metrics.dead.inc(dead)
+        if recorded.retried or dead:
             log.warning(
                 "publish failed for %d alarms: %d will retry, %d are dead",
-                len(outcome.retried) + len(outcome.dead),
-                len(outcome.retried),
-                len(outcome.dead),
+                recorded.retried + dead,
+                recorded.retried,
+                dead,
                 extra={"action": "publish_failed"},
             )
-        if outcome.dead:
+        if dead:
             log.error(
                 "alarms dead after their last retry: %s",
-                outcome.dead[:20],
+                recorded.dead_ids[:20],
                 extra={"action": "alarm_dead"},
             )
 

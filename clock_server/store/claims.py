@@ -1,4 +1,5 @@
-"""The engine's side of the store: claiming due alarms, giving claims back, ringing in batches."""
+"""The engine's side of the store on SQL: claiming due alarms, giving claims back, ringing in
+batches (the interfaces are in store.ports)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ from collections.abc import Iterator, Sequence
 
 from sqlalchemy import Connection, case, update
 
-from clock_server.db import Capabilities
 from clock_server.model import DEAD, EXPIRED, PENDING, RUNG, Claim, RingRow
-from clock_server.schema import clock
-from clock_server.store import AlarmStore, chunks, translate_errors
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.db import Capabilities, open_ahead
+from clock_server.store.row_locks import lock_ring_rows_sql
+from clock_server.store.schema import alarm_table
+from clock_server.store.sql import chunks, id_list, translate_errors
 
 _ID_CHUNK = 1_000
+_TABLE = alarm_table.name
 
 
-class ClaimStore:
+class SqlClaimStore:
     """Leases on due alarms, taken in batches with SKIP LOCKED, valid while the version holds."""
 
     def __init__(self, store: AlarmStore) -> None:
@@ -40,7 +44,7 @@ class ClaimStore:
         hint = " FORCE INDEX (ix_clock_status_next_try_time)" if caps.index_hints else ""
         floor = f" AND next_try_time >= {int(from_ms)}" if from_ms is not None else ""
         query = (
-            f"SELECT id, next_try_time, version FROM clock{hint} WHERE status = '{PENDING}'"
+            f"SELECT id, next_try_time, version FROM {_TABLE}{hint} WHERE status = '{PENDING}'"
             f"{floor} AND next_try_time <= {int(horizon_ms)} ORDER BY next_try_time"
             f" LIMIT {int(limit)}{lock}"
         )
@@ -50,8 +54,8 @@ class ClaimStore:
                 return []
             for chunk in chunks([row[0] for row in rows], _ID_CHUNK):
                 conn.exec_driver_sql(
-                    f"UPDATE clock SET next_try_time = {int(lease_until_ms)},"
-                    f" version = version + 1 WHERE id IN ({_id_list(chunk)})"
+                    f"UPDATE {_TABLE} SET next_try_time = {int(lease_until_ms)},"
+                    f" version = version + 1 WHERE id IN ({id_list(chunk)})"
                 )
         return [
             Claim(due_ms=due_ms, id=alarm_id, version=version + 1)
@@ -63,17 +67,18 @@ class ClaimStore:
         released = 0
         with translate_errors(), self.store.engine.begin() as conn:
             for chunk in chunks(list(claims), _ID_CHUNK):
-                by_id = clock.c.id
+                by_id = alarm_table.c.id
                 result = conn.execute(
-                    update(clock)
+                    update(alarm_table)
                     .where(
                         by_id.in_([c.id for c in chunk]),
-                        clock.c.version == case({c.id: c.version for c in chunk}, value=by_id),
-                        clock.c.status == PENDING,
+                        alarm_table.c.version
+                        == case({c.id: c.version for c in chunk}, value=by_id),
+                        alarm_table.c.status == PENDING,
                     )
                     .values(
                         next_try_time=case({c.id: c.due_ms for c in chunk}, value=by_id),
-                        version=clock.c.version + 1,
+                        version=alarm_table.c.version + 1,
                         update_time=now_ms,
                     )
                 )
@@ -81,22 +86,21 @@ class ClaimStore:
         return released
 
     @contextlib.contextmanager
-    def ring_transaction(self) -> Iterator[RingTransaction]:
+    def ring_transaction(self) -> Iterator[SqlRingTransaction]:
         """One transaction for a ring batch; the locks it takes are held until it ends."""
         with translate_errors(), self.store.engine.begin() as conn:
-            yield RingTransaction(conn, self.store.caps)
+            yield SqlRingTransaction(conn, self.store.caps)
+
+    def connect_ahead(self, connections: int) -> None:
+        open_ahead(self.store.engine, connections)
 
 
-class RingTransaction:
+class SqlRingTransaction:
     """Row-locked view of a ring batch: which claims are still live, and their outcomes."""
 
     def __init__(self, conn: Connection, caps: Capabilities) -> None:
         self.conn = conn
-        self._lock = " FOR UPDATE" if caps.row_locks else ""
-        # By the primary key: on a small table MariaDB reads `status = 'pending'` from its
-        # index instead, and a locking read then locks every pending row, so ring lanes,
-        # cancels and claims of other alarms waited for this batch to end.
-        self._by_id = " FORCE INDEX (PRIMARY)" if caps.index_hints else ""
+        self.caps = caps
 
     def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
         """Lock the claimed rows and return those still pending with the claimed version.
@@ -108,11 +112,7 @@ class RingTransaction:
         live: list[RingRow] = []
         make = RingRow._make
         for chunk in chunks(sorted(wanted), _ID_CHUNK):
-            query = (
-                f"SELECT {_RING_COLUMNS} FROM clock{self._by_id} WHERE id IN ({_id_list(chunk)})"
-                f" AND status = '{PENDING}'{self._lock}"
-            )
-            for row in self.conn.exec_driver_sql(query):
+            for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk)):
                 if row[7] == wanted[row[0]]:
                     live.append(make(row[:7]))
         return live
@@ -126,7 +126,7 @@ class RingTransaction:
             if len(ids_at) == 1:
                 value = str(next(iter(ids_at)))
             else:  # one publish group per time: a WHEN per group, not per alarm
-                whens = (f"WHEN id IN ({_id_list(ids)}) THEN {at}" for at, ids in ids_at.items())
+                whens = (f"WHEN id IN ({id_list(ids)}) THEN {at}" for at, ids in ids_at.items())
                 value = f"CASE {' '.join(whens)} END"
             self._set_final([alarm_id for alarm_id, _ in chunk], RUNG, now_ms, f"rung_at = {value}")
 
@@ -140,12 +140,12 @@ class RingTransaction:
         """Each (id, next_try_time): count the failed try and make the alarm due again then."""
         for chunk in chunks(list(retries), _ID_CHUNK):
             self.conn.execute(
-                update(clock)
-                .where(clock.c.id.in_([alarm_id for alarm_id, _ in chunk]))
+                update(alarm_table)
+                .where(alarm_table.c.id.in_([alarm_id for alarm_id, _ in chunk]))
                 .values(
-                    next_try_time=case(dict(chunk), value=clock.c.id),
-                    retry_times=clock.c.retry_times + 1,
-                    version=clock.c.version + 1,
+                    next_try_time=case(dict(chunk), value=alarm_table.c.id),
+                    retry_times=alarm_table.c.retry_times + 1,
+                    version=alarm_table.c.version + 1,
                     update_time=now_ms,
                 )
             )
@@ -159,16 +159,5 @@ class RingTransaction:
         )
         for chunk in chunks(list(ids), _ID_CHUNK):
             self.conn.exec_driver_sql(
-                f"UPDATE clock SET {assignments} WHERE id IN ({_id_list(chunk)})"
+                f"UPDATE {_TABLE} SET {assignments} WHERE id IN ({id_list(chunk)})"
             )
-
-
-# Written out, with the ids inlined, rather than built with select(): expanding a bound IN
-# list of 1,000 ids and wrapping each row cost more than the database's own work.
-_RING_COLUMNS = (
-    "id, application, business_id, payload, target_ring_at, latest_ring_at, retry_times, version"
-)
-
-
-def _id_list(ids: Sequence[int]) -> str:
-    return ",".join(str(int(alarm_id)) for alarm_id in ids)

@@ -10,9 +10,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import FrameType
 
-from clock_server.ipc import BrokerStatusFile, PipeNotifier
+from clock_server.engine.alarm_engine import wake_horizon_ms
+from clock_server.runtime.build import build_web
+from clock_server.runtime.http_server import create_http_server, stop_requests_by
+from clock_server.runtime.ipc import BrokerStatusFile, PipeNotifier
+from clock_server.runtime.process import configure_logging, freeze_startup_objects
+from clock_server.runtime.signals import ShutdownSignals
+from clock_server.settings import Settings
+from clock_server.timesource import SystemClock
 
 log = logging.getLogger(__name__)
 
@@ -20,12 +26,6 @@ PARENT_CHECK_S = 0.5
 
 
 def main() -> int:
-    from clock_server.cli import configure_logging
-    from clock_server.engine import wake_horizon_ms
-    from clock_server.server import build_web, create_http_server, freeze_startup_objects
-    from clock_server.settings import Settings
-    from clock_server.timesource import SystemClock
-
     settings = Settings.from_env(migrate_on_start=False)
     configure_logging(settings.log_level)
     # Not os.getppid(): the supervisor may already be gone, and then that is init.
@@ -41,14 +41,15 @@ def main() -> int:
     server = create_http_server(app, settings, sockets=[listener])
     freeze_startup_objects()
 
-    def handle(_signum: int, _frame: FrameType | None) -> None:
+    def on_first() -> None:
+        stop_requests_by(server, signals.deadline_or_new())
         raise SystemExit(0)
 
-    signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; Ctrl-C reaches it
-    server.run()
-    server.close()
-    store.engine.dispose()
+    with ShutdownSignals(settings.shutdown_timeout_s, on_first, (signal.SIGTERM,)) as signals:
+        server.run()  # returns once SIGTERM has ended its loop and its requests
+        server.close()
+        store.close()
     return 0
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 
-from clock_server.claims import ClaimStore
-from clock_server.heap import ClaimHeap
+from clock_server.engine.heap import ClaimHeap
+from clock_server.engine.loop import Waker
 from clock_server.metrics import Metrics
+from clock_server.model import Claim
+from clock_server.store.ports import ClaimStore
 from clock_server.timesource import Clock
-from clock_server.worker import Waker
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class Preloader:
             self._floor_ms = None
         return self._floor_ms
 
-    def _hold(self, claimed: list, now_ms: int) -> None:  # type: ignore[type-arg]
+    def _hold(self, claimed: list[Claim], now_ms: int) -> None:
         result = self.heap.push_many(claimed)
         self.metrics.claimed.inc(len(claimed))
         self.metrics.heap_size.set(len(self.heap))

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clock_server.errors import ConfigError
+from clock_server.model import APPLICATION_CHARS, is_application_name
 
 ALL_APPLICATIONS = "*"
 MIN_TOKEN_CHARS = 16
 _TOKEN_RE = re.compile(rf"[A-Za-z0-9._~+/-]{{{MIN_TOKEN_CHARS},256}}=*")
-_APPLICATION_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")  # as the API's application rule
 
 
 @dataclass(frozen=True)
@@ -131,10 +131,10 @@ def _parse_entry(entry: str, label: str, field_name: str) -> tuple[bytes, Grant]
     for name in names:
         if name == ALL_APPLICATIONS:
             raise ConfigError(f"{label}: '*' must stand alone", field=field_name)
-        if not _APPLICATION_RE.fullmatch(name):
+        if not is_application_name(name):
             raise ConfigError(
-                f"{label}: {name!r} is not an application name (1 to 64 characters of A-Z, "
-                "a-z, 0-9, '.', '_' or '-')",
+                f"{label}: {name!r} is not an application name (1 to 64 characters of "
+                f"{APPLICATION_CHARS})",
                 field=field_name,
             )
     return _digest(token), Grant(label, frozenset(names))

@@ -13,7 +13,7 @@ import logging
 
 from flask import current_app, g, request
 
-from clock_server.auth import Grant
+from clock_server.api.tokens import Grant
 from clock_server.errors import Forbidden, Unauthorized
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ _INVALID_TOKEN = 'Bearer realm="clock", error="invalid_token"'
 
 def authenticate() -> None:
     """Flask before_request hook: find the caller's grant or raise Unauthorized."""
-    table = current_app.extensions["clock"].settings.token_table
+    table = current_app.extensions["clock"].tokens
     if not table.enabled or not (request.path == "/v1" or request.path.startswith("/v1/")):
         return
     header = request.headers.get("Authorization", "")

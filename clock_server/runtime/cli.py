@@ -10,10 +10,11 @@ import shutil
 import sys
 import tempfile
 
-from clock_server import __version__, migrate
-from clock_server.db import make_engine
+from clock_server import __version__
 from clock_server.errors import ConfigError
+from clock_server.runtime.process import configure_logging
 from clock_server.settings import Settings, mask_url
+from clock_server.store import migrate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,14 +32,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level)
     if args.command == "migrate":
-        engine = make_engine(settings.database_url)
-        migrate.upgrade(engine)
-        engine.dispose()
+        migrate.upgrade_url(settings.database_url)
         logging.getLogger(__name__).info("migrated %s", mask_url(settings.database_url))
         return 0
     if settings.web_processes > 1:
         _share_metrics_between_processes()
-    from clock_server.server import serve
+    # Imported here, not at the top: prometheus_client picks its storage (one process, or
+    # files shared by several) when first imported, which the line above must come before.
+    from clock_server.runtime.serve import serve
 
     try:
         serve(settings)
@@ -49,22 +50,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _share_metrics_between_processes() -> None:
-    # prometheus_client picks its storage when first imported: set this before any import.
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         directory = tempfile.mkdtemp(prefix="clock-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
         atexit.register(shutil.rmtree, directory, True)
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("pika").setLevel(logging.WARNING)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":

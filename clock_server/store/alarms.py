@@ -1,33 +1,18 @@
-"""The alarms in the database: what the HTTP API does to them. SQL lives here and in claims.py."""
+"""The alarms in the database: what the HTTP API does to them."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, and_, exc, func, insert, select, tuple_, update
-from sqlalchemy.engine import Dialect
 
-from clock_server.db import Capabilities, capabilities
-from clock_server.errors import Conflict, NotFound, Unavailable, ValidationError
+from clock_server.errors import Conflict, NotFound, ValidationError
 from clock_server.model import CANCELLED, PENDING, Alarm, AlarmChanges, NewAlarm
-from clock_server.schema import clock
-
-_ALARM_COLUMNS = (
-    clock.c.id,
-    clock.c.application,
-    clock.c.business_id,
-    clock.c.payload,
-    clock.c.target_ring_at,
-    clock.c.latest_ring_at,
-    clock.c.next_try_time,
-    clock.c.retry_times,
-    clock.c.status,
-    clock.c.rung_at,
-    clock.c.create_time,
-    clock.c.update_time,
-)
+from clock_server.store.db import Capabilities, capabilities
+from clock_server.store.row_locks import select_by_key, select_for_change
+from clock_server.store.schema import ALARM_COLUMNS, alarm_table
+from clock_server.store.sql import chunks, param_marker, translate_errors
 
 
 def alarm_from_row(row: Row) -> Alarm:
@@ -47,31 +32,13 @@ def alarm_from_row(row: Row) -> Alarm:
     )
 
 
-@contextlib.contextmanager
-def translate_errors() -> Iterator[None]:
-    """Turn lost connections and timeouts into Unavailable (HTTP 503)."""
-    try:
-        yield
-    except (exc.OperationalError, exc.InterfaceError, exc.TimeoutError) as error:
-        raise Unavailable(f"database unavailable: {_first_line(error)}") from error
-    except exc.DBAPIError as error:
-        if error.connection_invalidated:
-            raise Unavailable(f"database unavailable: {_first_line(error)}") from error
-        raise
-
-
-def _first_line(error: Exception) -> str:
-    text = str(getattr(error, "orig", None) or error)
-    return text.splitlines()[0][:200] if text else type(error).__name__
-
-
 class AlarmStore:
     """Create, read, change and cancel alarms. Every method is one short transaction."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._caps: Capabilities | None = None
-        self._insert_one = insert(clock)
+        self._insert_one = insert(alarm_table)
 
     @property
     def caps(self) -> Capabilities:
@@ -79,6 +46,10 @@ class AlarmStore:
             with translate_errors():
                 self._caps = capabilities(self.engine)
         return self._caps
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self.engine.dispose()
 
     def ping(self) -> None:
         """Raise Unavailable unless a trivial query succeeds."""
@@ -128,7 +99,7 @@ class AlarmStore:
     def _insert_returning(self, rows: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
         """INSERT IGNORE ... RETURNING (MariaDB 10.5+, SQLite 3.35+): the rows that went in.
 
-        One statement written out here rather than an executemany of insert(clock): turning
+        One statement written out here rather than an executemany of insert(alarm_table): turning
         1,000 parameter dicts into a statement through SQLAlchemy took about a third of the
         batch endpoint's CPU.
         """
@@ -148,7 +119,7 @@ class AlarmStore:
         marker = param_marker(dialect)
         row = "(" + ", ".join([marker] * len(columns)) + ")"
         return (
-            f"INSERT {self._ignore_prefix()} INTO {quote(clock.name)} "
+            f"INSERT {self._ignore_prefix()} INTO {quote(alarm_table.name)} "
             f"({', '.join(quote(column) for column in columns)}) "
             f"VALUES {', '.join([row] * count)} "
             f"RETURNING {quote('id')}, {quote('application')}, {quote('business_id')}"
@@ -164,7 +135,7 @@ class AlarmStore:
             if not fresh:
                 return {}
             result = conn.execute(
-                insert(clock).prefix_with(self._ignore_prefix()), list(fresh.values())
+                insert(alarm_table).prefix_with(self._ignore_prefix()), list(fresh.values())
             )
             every_row_went_in = result.rowcount == len(fresh)
             ids = self._ids_by_key(conn, set(fresh))
@@ -177,7 +148,7 @@ class AlarmStore:
 
     def get(self, application: str, business_id: str) -> Alarm:
         with translate_errors(), self.engine.connect() as conn:
-            row = conn.execute(_select_key(application, business_id)).first()
+            row = conn.execute(select_by_key(application, business_id)).first()
         if row is None:
             raise NotFound(f"no alarm {application}/{business_id}")
         return alarm_from_row(row)
@@ -209,10 +180,10 @@ class AlarmStore:
                 values.update(
                     target_ring_at=changes.target_ring_at,
                     next_try_time=changes.target_ring_at,
-                    version=clock.c.version + 1,
+                    version=alarm_table.c.version + 1,
                 )
-            conn.execute(update(clock).where(clock.c.id == row.id).values(values))
-            return alarm_from_row(conn.execute(_select_key(application, business_id)).one())
+            conn.execute(update(alarm_table).where(alarm_table.c.id == row.id).values(values))
+            return alarm_from_row(conn.execute(select_by_key(application, business_id)).one())
 
     def cancel(self, application: str, business_id: str, now_ms: int) -> Alarm:
         """Cancel a pending alarm (a repeat is fine); Conflict once it rang, expired or died."""
@@ -222,43 +193,40 @@ class AlarmStore:
                 raise Conflict(f"alarm is already {row.status}", status=row.status)
             if row.status == PENDING:
                 conn.execute(
-                    update(clock)
-                    .where(clock.c.id == row.id)
+                    update(alarm_table)
+                    .where(alarm_table.c.id == row.id)
                     .values(
                         status=CANCELLED,
                         update_time=now_ms,
-                        version=clock.c.version + 1,
+                        version=alarm_table.c.version + 1,
                     )
                 )
-            return alarm_from_row(conn.execute(_select_key(application, business_id)).one())
+            return alarm_from_row(conn.execute(select_by_key(application, business_id)).one())
 
     def list(
         self, application: str | None, status: str | None, limit: int, after_id: int | None
     ) -> list[Alarm]:
         """Alarms in id order after `after_id`, optionally of one application and status."""
-        query = select(*_ALARM_COLUMNS).order_by(clock.c.id).limit(limit)
+        query = select(*ALARM_COLUMNS).order_by(alarm_table.c.id).limit(limit)
         if application is not None:
-            query = query.where(clock.c.application == application)
+            query = query.where(alarm_table.c.application == application)
         if status is not None:
-            query = query.where(clock.c.status == status)
+            query = query.where(alarm_table.c.status == status)
         if after_id is not None:
-            query = query.where(clock.c.id > after_id)
+            query = query.where(alarm_table.c.id > after_id)
         with translate_errors(), self.engine.connect() as conn:
             return [alarm_from_row(row) for row in conn.execute(query)]
 
     def count_overdue(self, before_ms: int) -> int:
         """Pending alarms whose next try was due before `before_ms` (claimed ones are not)."""
         query = select(func.count()).where(
-            and_(clock.c.status == PENDING, clock.c.next_try_time < before_ms)
+            and_(alarm_table.c.status == PENDING, alarm_table.c.next_try_time < before_ms)
         )
         with translate_errors(), self.engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
     def _lock_key(self, conn: Connection, application: str, business_id: str) -> Row:
-        query = _select_key(application, business_id)
-        if self.caps.row_locks:
-            query = query.with_for_update()
-        row = conn.execute(query).first()
+        row = conn.execute(select_for_change(self.caps, application, business_id)).first()
         if row is None:
             raise NotFound(f"no alarm {application}/{business_id}")
         return row
@@ -271,9 +239,9 @@ class AlarmStore:
     ) -> dict[tuple[str, str], int]:
         found: dict[tuple[str, str], int] = {}
         for chunk in chunks(sorted(keys), 500):
-            query = select(clock.c.application, clock.c.business_id, clock.c.id).where(
-                tuple_(clock.c.application, clock.c.business_id).in_(chunk)
-            )
+            query = select(
+                alarm_table.c.application, alarm_table.c.business_id, alarm_table.c.id
+            ).where(tuple_(alarm_table.c.application, alarm_table.c.business_id).in_(chunk))
             found.update({(r.application, r.business_id): r.id for r in conn.execute(query)})
         return found
 
@@ -283,8 +251,8 @@ class AlarmStore:
             return found
         with self.engine.connect() as conn:
             for chunk in chunks(sorted(keys), 500):
-                query = select(*_ALARM_COLUMNS).where(
-                    tuple_(clock.c.application, clock.c.business_id).in_(chunk)
+                query = select(*ALARM_COLUMNS).where(
+                    tuple_(alarm_table.c.application, alarm_table.c.business_id).in_(chunk)
                 )
                 for row in conn.execute(query):
                     found[(row.application, row.business_id)] = alarm_from_row(row)
@@ -351,20 +319,3 @@ def _matches(alarm: Alarm, values: dict[str, Any]) -> bool:
         and alarm.payload == values["payload"]
         and alarm.target_ring_at == values["target_ring_at"]
     )
-
-
-def _select_key(application: str, business_id: str):  # type: ignore[no-untyped-def]
-    return select(*_ALARM_COLUMNS).where(
-        and_(clock.c.application == application, clock.c.business_id == business_id)
-    )
-
-
-def param_marker(dialect: Dialect) -> str:
-    """The driver's placeholder for a statement sent through exec_driver_sql."""
-    return "?" if dialect.paramstyle == "qmark" else "%s"
-
-
-def chunks(items: list, size: int) -> Iterator[list]:  # type: ignore[type-arg]
-    """Consecutive slices of at most `size` items, to keep IN lists and statements bounded."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

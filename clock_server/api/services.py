@@ -1,0 +1,48 @@
+"""What the request handlers use, built once by the entry point and kept on the Flask app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from clock_server.api.tokens import TokenTable
+from clock_server.errors import Unavailable
+from clock_server.metrics import Metrics
+from clock_server.model import Alarm, NewAlarm
+from clock_server.settings import Settings
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.group_commit import GroupCommit
+from clock_server.timesource import Clock
+
+
+class DueNotifier(Protocol):
+    """What the API needs of the engine: to be told an alarm falls due at `due_ms`."""
+
+    def notify_due(self, due_ms: int) -> None: ...
+
+
+class HealthSource(Protocol):
+    """Where /healthz learns whether the broker is reachable."""
+
+    def is_healthy(self) -> bool: ...
+
+
+@dataclass
+class Services:
+    """Everything a request handler uses."""
+
+    settings: Settings
+    store: AlarmStore
+    clock: Clock
+    metrics: Metrics
+    engine: DueNotifier | None = None  # None when this process runs no engine
+    publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
+    tokens: TokenTable = field(default_factory=TokenTable)  # empty: authentication is off
+    single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.single_creates = GroupCommit(
+            self.store.create_each,
+            lambda request: self.store.create(*request),
+            shared_errors=(Unavailable,),
+        )

@@ -1,0 +1,108 @@
+"""Building every part of one service instance from its settings; nothing starts here."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from clock_server.api import Services, create_app
+from clock_server.api.services import DueNotifier, HealthSource
+from clock_server.api.tokens import TokenTable, load_tokens
+from clock_server.broker.amqp_publisher import AmqpPublisher
+from clock_server.deadline import Deadline
+from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.engine.maintenance import Maintenance
+from clock_server.metrics import Metrics
+from clock_server.settings import Settings
+from clock_server.store import migrate
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.claims import SqlClaimStore
+from clock_server.store.db import make_engine
+from clock_server.timesource import Clock, SystemClock
+
+log = logging.getLogger(__name__)
+
+WsgiApp = Callable[..., Iterable[bytes]]
+
+# Of the time left at shutdown, the part the ring batches in flight may take before the
+# publisher is closed under them (which fails their unconfirmed messages, so that they record
+# retries instead of holding their claims until the lease ends).
+RING_BATCH_SHARE = 0.7
+
+
+@dataclass
+class Runtime:
+    """One service instance: the HTTP app and, unless disabled, the engine and its publisher."""
+
+    settings: Settings
+    store: AlarmStore
+    app: WsgiApp | None  # None in the engine process of a multi-process server
+    engine: AlarmEngine | None
+    publisher: AmqpPublisher | None
+    maintenance: Maintenance
+
+    def start(self) -> None:
+        if self.publisher is not None:
+            self.publisher.start()
+        if self.engine is not None:
+            self.engine.start()
+        self.maintenance.start()
+
+    def stop(self, deadline: Deadline | None = None) -> None:
+        """Stop claiming, hand claims back, let the ring batches finish, close the broker
+        connection and the database pool, all before `deadline` (by default the settings'
+        shutdown timeout from now)."""
+        deadline = deadline or Deadline(self.settings.shutdown_timeout_s)
+        self.maintenance.stop()
+        if self.engine is not None:
+            self.engine.stop(deadline.share(RING_BATCH_SHARE))
+        if self.publisher is not None:
+            self.publisher.close(deadline.remaining_s())
+        if self.engine is not None:
+            self.engine.finish(deadline)
+        self.store.close()
+        log.info("stopped", extra={"action": "server_stopped"})
+
+
+def build(
+    settings: Settings,
+    clock: Clock | None = None,
+    serve_http: bool = True,
+    tokens: TokenTable | None = None,
+) -> Runtime:
+    """Create every part from `settings`; nothing starts until Runtime.start(). The tokens
+    are read from the settings' CLOCK_TOKENS or CLOCK_TOKENS_FILE unless given."""
+    clock = clock or SystemClock()
+    if tokens is None and serve_http:
+        tokens = load_tokens(settings.tokens, settings.tokens_file)
+    db_engine = make_engine(settings.database_url, settings.db_pool_size)
+    store = AlarmStore(db_engine)
+    if settings.migrate_on_start:
+        migrate.upgrade(db_engine)
+    metrics = Metrics()
+    publisher = engine = app = None
+    if settings.run_engine:
+        publisher = AmqpPublisher(
+            settings.amqp_url,
+            exchange=settings.exchange,
+            declare_queues=settings.declare_queues,
+            queue_prefix=settings.queue_prefix,
+        )
+        engine = AlarmEngine(settings, SqlClaimStore(store), publisher, clock, metrics)
+    if serve_http:
+        assert tokens is not None
+        services = Services(settings, store, clock, metrics, engine, publisher, tokens)
+        app = create_app(services)
+    maintenance = Maintenance(store, clock, metrics)
+    return Runtime(settings, store, app, engine, publisher, maintenance)
+
+
+def build_web(
+    settings: Settings, notifier: DueNotifier, broker: HealthSource
+) -> tuple[WsgiApp, AlarmStore]:
+    """The HTTP side alone, for a web worker process: its own pool, the engine elsewhere."""
+    tokens = load_tokens(settings.tokens, settings.tokens_file)
+    store = AlarmStore(make_engine(settings.database_url, settings.db_pool_size))
+    services = Services(settings, store, SystemClock(), Metrics(), notifier, broker, tokens)
+    return create_app(services), store

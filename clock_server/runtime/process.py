@@ -1,0 +1,29 @@
+"""Process-wide set-up that only an entry point does: logging, and the garbage collector."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("pika").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def freeze_startup_objects() -> None:
+    """Keep what start-up built out of the garbage collector's full passes.
+
+    Modules, Flask, SQLAlchemy's metadata and the like are about 100,000 objects that live as
+    long as the process. A full collection walked them all holding the interpreter lock for
+    50-75 ms, the worst lateness of a steady run; frozen, they are never walked again.
+    """
+    gc.collect()
+    gc.freeze()
