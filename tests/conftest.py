@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -9,11 +10,12 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import delete
-from werkzeug.serving import make_server
+from waitress import wasyncore
 
 from clock_server.api import Services, create_app
 from clock_server.metrics import Metrics
 from clock_server.runtime.build import build
+from clock_server.runtime.http_server import create_http_server
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
@@ -24,7 +26,12 @@ from tests.support import AMQP_URL, Cluster, delete_exchange, mariadb_database, 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Fault cases stop the shared MariaDB and RabbitMQ: run them after everything else."""
+    """Tests of the live server are marked as such (and as needing both servers); fault cases
+    stop the shared MariaDB and RabbitMQ, so they run after everything else."""
+    for item in items:
+        if "live_server" in getattr(item, "fixturenames", ()):
+            for marker in ("live", "mariadb", "rabbitmq"):
+                item.add_marker(marker)
     items.sort(key=lambda item: item.get_closest_marker("fault") is not None)
 
 
@@ -120,7 +127,8 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def live_server() -> Iterator[LiveServer]:
-    """A whole clock service (API + engine) on real MariaDB and RabbitMQ, in this process."""
+    """A whole clock service (API + engine) on real MariaDB and RabbitMQ, in this process,
+    served by the production WSGI server."""
     exchange = unique("clock_test_")
     with mariadb_database("clock_live") as url:
         settings = Settings(
@@ -136,14 +144,20 @@ def live_server() -> Iterator[LiveServer]:
         runtime = build(settings)
         runtime.start()
         assert runtime.publisher is not None and runtime.publisher.wait_healthy(10)
-        server = make_server("127.0.0.1", 0, runtime.app, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        listener = socket.create_server(("127.0.0.1", 0))
+        server = create_http_server(runtime.app, settings, sockets=[listener])
+        thread = threading.Thread(target=server.run, name="live-http", daemon=True)
         thread.start()
+        port = listener.getsockname()[1]
         try:
-            yield LiveServer(f"http://127.0.0.1:{server.server_port}", AMQP_URL, exchange, url)
+            yield LiveServer(f"http://127.0.0.1:{port}", AMQP_URL, exchange, url)
         finally:
-            server.shutdown()
+            # A lone waitress server's close() leaves its loop running; emptying the loop's
+            # map of sockets ends it.
+            server.task_dispatcher.shutdown()
+            wasyncore.close_all(server._map)
             thread.join(10)
+            assert not thread.is_alive(), "the HTTP server did not stop"
             runtime.stop()
             delete_exchange(exchange)
 

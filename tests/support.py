@@ -232,6 +232,9 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self.held_bytes = 0  # received while frozen, not passed on
 
     @property
     def amqp_url(self) -> str:
@@ -263,6 +266,10 @@ class TcpProxy:
                 sock.close()
             self._sockets.clear()
 
+    def freeze(self) -> None:
+        """Keep every connection open but pass nothing on: a server that stopped answering."""
+        self._flowing.clear()
+
     def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
@@ -279,10 +286,13 @@ class TcpProxy:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                if not self._flowing.is_set():
+                    with self._lock:
+                        self.held_bytes += len(data)
+                    self._flowing.wait()
                 sink.sendall(data)
         except OSError:
             pass

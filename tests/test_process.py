@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from tests.support import Cluster, TcpProxy, running
+from tests.support import Cluster, ServerProcess, TcpProxy, running
 
 pytestmark = [pytest.mark.process, pytest.mark.mariadb, pytest.mark.rabbitmq]
 
@@ -62,7 +62,18 @@ def test_two_servers_share_the_work_without_double_rings(cluster: Cluster):
     delivered = cluster.collector.ids()
     assert sorted(delivered) == sorted(ids)
     assert_rang_on_time(cluster, ids)
-    assert b.process is not None and a.process is not None
+    rung_by = {server: rung_count(server) for server in (a, b)}
+    assert sum(rung_by.values()) == 2_000
+    assert all(count > 0 for count in rung_by.values()), f"one server did nothing: {rung_by}"
+
+
+def rung_count(server: ServerProcess) -> int:
+    """What the server's own /metrics says it rang."""
+    text = requests.get(server.base_url + "/metrics", timeout=5).text
+    (value,) = [
+        line.split()[1] for line in text.splitlines() if line.startswith("clock_alarms_rung_total ")
+    ]
+    return int(float(value))
 
 
 @pytest.mark.parametrize("web_processes", ["1", "2"])
@@ -132,3 +143,41 @@ def _outage(cluster: Cluster, proxy: TcpProxy) -> None:
     rows = cluster.wait_all_rung()
     assert {row.status for row in rows} == {"rung"}
     assert all(row.retry_times >= 1 for row in rows)
+
+
+@pytest.mark.parametrize("web_processes", ["1", "2"])
+def test_sigterm_exits_by_the_shutdown_timeout_while_the_broker_stopped_answering(
+    cluster: Cluster, web_processes: str
+):
+    """Ring lanes wait for confirms that never come (publish timeout 60 s): the one shutdown
+    deadline still ends the process in time, and the unconfirmed alarms stay pending."""
+    proxy = TcpProxy(5672).start()
+    try:
+        server = cluster.server(
+            "stuck",
+            amqp_url=proxy.amqp_url,
+            CLOCK_WEB_PROCESSES=web_processes,
+            CLOCK_SHUTDOWN_TIMEOUT_S="3",
+            CLOCK_PUBLISH_TIMEOUT_S="60",
+        ).start()
+        assert server.process is not None
+        workers = subprocess.run(
+            ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True
+        ).stdout.split()
+        proxy.freeze()
+        ids = cluster.create_batch(server, 200, spread_ms=100, offset_ms=200)
+        time.sleep(0.5)  # every alarm is due: the lanes have taken them
+        deadline = time.monotonic() + 5
+        while proxy.held_bytes == 0:  # the first lane's queue declaration, never answered
+            assert time.monotonic() < deadline, "nothing was sent to the frozen broker"
+            time.sleep(0.05)
+        started = time.monotonic()
+        assert server.terminate(timeout_s=15) == 0
+        took_s = time.monotonic() - started
+        assert took_s < 3 + 1.0, f"SIGTERM to exit took {took_s:.1f} s"
+        assert not any(running(int(pid)) for pid in workers)
+        rows = cluster.rows()
+        assert sorted(row.id for row in rows) == sorted(ids)
+        assert {row.status for row in rows} == {"pending"}
+    finally:
+        proxy.cut()

@@ -52,6 +52,11 @@ class NotifyListener:
     def start(self) -> None:
         self._thread.start()
 
+    def join(self, timeout_s: float) -> bool:
+        """Wait for the listener to end (the pipe closed and drained); True when it did."""
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
     def _run(self) -> None:
         pending = b""
         while True:
