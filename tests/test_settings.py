@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clock_server.errors import ConfigError
+from clock_server.runtime.build import build
 from clock_server.settings import PAYLOAD_LIMIT_BYTES, Settings
 
 
@@ -32,3 +35,25 @@ def test_impossible_values_are_refused_by_name(changes: dict, variable: str):
 
 def test_the_largest_payload_setting_is_accepted():
     assert Settings(payload_max_bytes=PAYLOAD_LIMIT_BYTES).payload_max_bytes == PAYLOAD_LIMIT_BYTES
+
+
+def test_settings_read_no_file_and_building_the_app_reads_the_tokens(tmp_path: Path) -> None:
+    absent = tmp_path / "absent-tokens"
+    database = tmp_path / "clock.db"
+    environ = {
+        "CLOCK_TOKENS_FILE": str(absent),
+        "CLOCK_DATABASE_URL": f"sqlite:///{database}",
+        "CLOCK_RUN_ENGINE": "false",
+    }
+    settings = Settings.from_env(environ)
+    assert settings.tokens_file == str(absent)
+    with pytest.raises(ConfigError, match="cannot be read") as caught:
+        build(settings)
+    assert caught.value.field == "tokens_file"
+    assert not database.exists()  # refused before anything was touched
+    absent.write_text("a-token-of-20-chars-x=orders\n")
+    runtime = build(settings)
+    try:
+        assert runtime.app is not None and database.exists()
+    finally:
+        runtime.store.close()
