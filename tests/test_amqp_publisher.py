@@ -16,9 +16,9 @@ import pika
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pika import spec
 
-from clock_server.broker.amqp_publisher import AmqpPublisher, _Batch
+from clock_server.broker.amqp_publisher import AmqpPublisher
+from clock_server.broker.confirms import Batch, ConfirmTracker
 from clock_server.model import OutgoingMessage
 from clock_server.testing import InMemoryPublisher
 
@@ -336,23 +336,22 @@ def test_in_memory_publisher_records_and_fails_on_demand():
 )
 def test_confirms_settle_each_message_as_the_broker_said(sizes, confirms, returned):
     """Delivery tags run on across batches; a multiple confirm settles every earlier tag."""
-    publisher = AmqpPublisher("amqp://unused")
-    channel = publisher._channel = object()
+    tracker = ConfirmTracker()
     batches, first_tag = [], 1
     for size in sizes:
-        batch = _Batch([OutgoingMessage(f"t{first_tag + i}", "app", b"{}") for i in range(size)])
-        publisher._unconfirmed.append([first_tag, batch, 0])
+        batch = Batch([OutgoingMessage(f"t{first_tag + i}", "app", b"{}") for i in range(size)])
+        tracker.sent(batch)
         batches.append(batch)
         first_tag += size
-    publisher._returned.update(f"t{tag}" for tag in returned)
+    for tag in returned:
+        tracker.returned(f"t{tag}")
     expected: dict[int, bool] = {}
     for tag, multiple, acked in sorted(confirms):  # the broker confirms in tag order
-        method = (spec.Basic.Ack if acked else spec.Basic.Nack)(delivery_tag=tag, multiple=multiple)
-        publisher._on_confirm(channel, pika.frame.Method(1, method))
+        tracker.confirm(tag, multiple, acked)
         for settled in range(1 if multiple else tag, tag + 1):
             if settled < first_tag:
                 expected.setdefault(settled, acked and settled not in returned)
-    head = publisher._unconfirmed[0][1] if publisher._unconfirmed else None
+    head = tracker.oldest()
     assert head is None or not head.done.is_set()  # settled batches are let go
     outcome = []
     for batch in batches:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import logging
@@ -18,6 +17,7 @@ from pika.channel import Channel
 from pika.exchange_type import ExchangeType
 
 from clock_server.broker.amqp_frames import message_frames, publish_method_frame
+from clock_server.broker.confirms import Batch, ConfirmTracker
 from clock_server.broker.publisher import PendingBatch
 from clock_server.errors import ConfigError
 from clock_server.model import OutgoingMessage
@@ -29,45 +29,8 @@ _MAX_BACKOFF_S = 5.0
 _WRITE_BUFFER_BYTES = 256 * 1024
 
 
-class _Batch:
-    """The outcome of one publish_batch call, shared by the caller and the IO thread."""
-
-    def __init__(self, messages: list[OutgoingMessage]) -> None:
-        self.messages = messages
-        self.done = threading.Event()
-        self._results: list[bool | None] = [None] * len(messages)
-        self._unresolved = len(messages)
-        self._lock = threading.Lock()
-
-    def resolve(self, start: int, stop: int, ok: bool, returned: set[str]) -> None:
-        """Settle messages start..stop-1 (those not settled yet); a message whose id is in
-        `returned` came back unroutable and counts as failed (its id is taken out)."""
-        with self._lock:
-            results, open_ = self._results, not self.done.is_set()
-            for index in range(start, stop):
-                if results[index] is None:
-                    message_id = self.messages[index].message_id
-                    came_back = bool(returned) and message_id in returned
-                    returned.discard(message_id)
-                    if open_:  # a finished batch's outcome stays as it was given
-                        results[index] = ok and not came_back
-                        self._unresolved -= 1
-            if open_ and self._unresolved == 0:
-                self.done.set()
-
-    def finish(self) -> int:
-        """Freeze the results, unsettled ones as False; returns how many were unsettled."""
-        with self._lock:
-            unresolved = 0 if self.done.is_set() else self._unresolved
-            self.done.set()
-            return unresolved
-
-    def outcome(self) -> list[bool]:
-        return [result is True for result in self._results]
-
-
 class _PendingAmqpBatch:
-    def __init__(self, publisher: AmqpPublisher, batch: _Batch) -> None:
+    def __init__(self, publisher: AmqpPublisher, batch: Batch) -> None:
         self._publisher = publisher
         self._batch = batch
 
@@ -110,11 +73,8 @@ class AmqpPublisher:
         self._ready = threading.Event()
         self._lock = threading.Lock()
         self._stopping = False
-        self._inflight: set[_Batch] = set()
-        # [first delivery tag, batch, messages before this index settled], oldest first
-        self._unconfirmed: collections.deque[list[Any]] = collections.deque()
-        self._next_tag = 1
-        self._returned: set[str] = set()
+        self._inflight: set[Batch] = set()
+        self._confirms = ConfirmTracker()
         self._declared: set[str] = set()
 
     def start(self) -> None:
@@ -147,12 +107,12 @@ class AmqpPublisher:
 
     def start_batch(self, messages: Sequence[OutgoingMessage]) -> PendingBatch:
         """Hand the messages to the IO thread and return at once; wait() gives the outcome."""
-        batch = _Batch(list(messages))
+        batch = Batch(list(messages))
         if messages and not self._submit(batch):
             batch.finish()
         return _PendingAmqpBatch(self, batch)
 
-    def _forget(self, batch: _Batch) -> None:
+    def _forget(self, batch: Batch) -> None:
         with self._lock:
             self._inflight.discard(batch)
 
@@ -172,7 +132,7 @@ class AmqpPublisher:
             log.warning("AMQP publisher thread still running after close()",
                         extra={"action": "publisher_close_late"})  # fmt: skip
 
-    def _submit(self, batch: _Batch) -> bool:
+    def _submit(self, batch: Batch) -> bool:
         with self._lock:
             if self._stopping or self._ioloop is None or not self._ready.is_set():
                 return False
@@ -253,7 +213,7 @@ class AmqpPublisher:
         )
 
     def _on_exchange_declared(self, _frame: Any) -> None:
-        self._next_tag = 1
+        self._confirms.reset()
         self._backoff_s = _MIN_BACKOFF_S
         self._ready.set()
         log.info("RabbitMQ publisher ready on exchange %r", self._exchange,
@@ -275,8 +235,7 @@ class AmqpPublisher:
             self._ready.clear()
             batches, self._inflight = self._inflight, set()
         self._channel = None
-        self._unconfirmed.clear()
-        self._returned.clear()
+        self._confirms.reset()
         self._declared.clear()
         for batch in batches:
             batch.finish()
@@ -294,7 +253,7 @@ class AmqpPublisher:
         if not connection.is_closing:
             connection.close()
 
-    def _start_batch(self, batch: _Batch) -> None:
+    def _start_batch(self, batch: Batch) -> None:
         try:
             self._declare_then_publish(batch)
         except Exception:
@@ -302,7 +261,7 @@ class AmqpPublisher:
                           extra={"action": "publish_error"})  # fmt: skip
             batch.finish()
 
-    def _declare_then_publish(self, batch: _Batch) -> None:
+    def _declare_then_publish(self, batch: Batch) -> None:
         if batch.done.is_set():
             return
         if self._channel is None or not self._ready.is_set():
@@ -332,7 +291,7 @@ class AmqpPublisher:
 
         channel.queue_declare(queue, durable=True, callback=bind)
 
-    def _publish(self, batch: _Batch) -> None:
+    def _publish(self, batch: Batch) -> None:
         channel, connection = self._channel, self._connection
         if batch.done.is_set() or channel is None or not channel.is_open or connection is None:
             batch.finish()
@@ -360,14 +319,13 @@ class AmqpPublisher:
         # amqp_frames). pika is pinned below 2; tests/test_amqp_frames.py and the publisher
         # tests fail if the call or the frame layout changes.
         connection._output_marshaled_frames(buffers)
-        self._unconfirmed.append([self._next_tag, batch, 0])
-        self._next_tag += len(batch.messages)
+        self._confirms.sent(batch)
 
     def _on_return(self, channel: Channel, method: Any, properties: Any, _body: bytes) -> None:
         if channel is self._channel:
             log.warning("broker returned %s: %s", properties.message_id, method.reply_text,
                         extra={"action": "publish_returned"})  # fmt: skip
-            self._returned.add(properties.message_id)
+            self._confirms.returned(properties.message_id)
 
     def _on_confirm(self, channel: Channel, frame: Any) -> None:
         method = frame.method
@@ -379,25 +337,4 @@ class AmqpPublisher:
             scope = "up to" if method.multiple else "at"
             log.warning("broker nacked the messages %s delivery tag %d", scope, tag,
                         extra={"action": "publish_nacked"})  # fmt: skip
-        if method.multiple:
-            self._settle_through(tag, acked)
-        else:
-            self._settle_one(tag, acked)
-        unconfirmed = self._unconfirmed
-        while unconfirmed and unconfirmed[0][1].done.is_set():
-            unconfirmed.popleft()
-
-    def _settle_through(self, tag: int, acked: bool) -> None:
-        for entry in self._unconfirmed:
-            first, batch, settled = entry
-            if first > tag:
-                return
-            stop = min(len(batch.messages), tag - first + 1)
-            batch.resolve(settled, stop, acked, self._returned)
-            entry[2] = max(settled, stop)
-
-    def _settle_one(self, tag: int, acked: bool) -> None:
-        for first, batch, _settled in self._unconfirmed:
-            if first <= tag < first + len(batch.messages):
-                batch.resolve(tag - first, tag - first + 1, acked, self._returned)
-                return
+        self._confirms.confirm(tag, method.multiple, acked)
