@@ -22,18 +22,20 @@ BACKSTOP_GRACE_S = 1.0
 class ShutdownSignals:
     """While entered, the first SIGTERM or SIGINT starts the shutdown deadline and calls
     `on_first` (in the main thread, where a signal handler runs); a second one exits at once.
-    Should the shutdown outlast its deadline by BACKSTOP_GRACE_S, the process exits anyway.
-    Leaving restores the handlers that were there before."""
+    Should the process outlive its deadline by BACKSTOP_GRACE_S, it exits anyway. Leaving
+    restores the handlers that were there before."""
 
     def __init__(
         self,
         timeout_s: float,
         on_first: Callable[[], None],
         signals: tuple[signal.Signals, ...] = SIGNALS,
+        exit_now: Callable[[int], object] = os._exit,
     ) -> None:
         self.timeout_s = timeout_s
         self.on_first = on_first
         self.signals = signals
+        self.exit_now = exit_now
         self.deadline: Deadline | None = None
         self._previous: dict[int, Any] = {}
         self._backstop: threading.Timer | None = None
@@ -44,11 +46,11 @@ class ShutdownSignals:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # The backstop stays armed: what is left of the exit (joining a ring lane's thread
+        # that still waits on the database, say) must not outlast the deadline either.
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
-        if self._backstop is not None:
-            self._backstop.cancel()
 
     def deadline_or_new(self) -> Deadline:
         """The deadline a signal started, or a new one when the shutdown began otherwise."""
@@ -60,18 +62,17 @@ class ShutdownSignals:
         name = signal.Signals(signum).name
         if self.deadline is not None:
             log.warning("second %s: exiting now", name, extra={"action": "shutdown_forced"})
-            os._exit(1)
+            self.exit_now(1)
+            return
         self.deadline = Deadline(self.timeout_s)
         log.info("%s received: stopping within %g s", name, self.timeout_s,
                  extra={"action": "shutdown_requested"})  # fmt: skip
-        self._backstop = threading.Timer(self.timeout_s + BACKSTOP_GRACE_S, _exit_late,
-                                         args=(self.timeout_s,))  # fmt: skip
+        self._backstop = threading.Timer(self.timeout_s + BACKSTOP_GRACE_S, self._exit_late)
         self._backstop.daemon = True
         self._backstop.start()
         self.on_first()
 
-
-def _exit_late(timeout_s: float) -> None:
-    log.error("shutdown took longer than CLOCK_SHUTDOWN_TIMEOUT_S=%g s: exiting now", timeout_s,
-              extra={"action": "shutdown_late"})  # fmt: skip
-    os._exit(1)
+    def _exit_late(self) -> None:
+        log.error("shutdown took longer than CLOCK_SHUTDOWN_TIMEOUT_S=%g s: exiting now",
+                  self.timeout_s, extra={"action": "shutdown_late"})  # fmt: skip
+        self.exit_now(1)
