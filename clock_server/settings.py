@@ -22,6 +22,11 @@ def _default_instance_id() -> str:
 
 
 PAYLOAD_LIMIT_BYTES = 4 * 1024 * 1024
+# A JSON encoder may write each byte of a payload's UTF-8 as six: a control character is
+# "\u0001", and with ensure_ascii (Python's default) "€" (3 bytes) is "\u20ac" and an emoji
+# (4 bytes) a pair of those. A body may so be six times its payload, and some room around it.
+ESCAPED_BYTES_PER_PAYLOAD_BYTE = 6
+BODY_OVERHEAD_BYTES = 16_384
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class Settings:
     retry_max: int = 16
     payload_max_bytes: int = 65_536
     batch_max_items: int = 1_000
+    batch_max_bytes: int = 16 * 1024 * 1024
     list_max_limit: int = 1_000
     db_pool_size: int = 20
     shutdown_timeout_s: float = 10.0
@@ -83,6 +89,7 @@ class Settings:
             "retry_cap_s",
             "payload_max_bytes",
             "batch_max_items",
+            "batch_max_bytes",
             "list_max_limit",
             "db_pool_size",
             "shutdown_timeout_s",
@@ -97,6 +104,13 @@ class Settings:
                 f"CLOCK_PAYLOAD_MAX_BYTES must be at most {PAYLOAD_LIMIT_BYTES} (4 MiB): an "
                 "alarm, escaped, must fit one statement within MariaDB's max_allowed_packet",
                 field="payload_max_bytes",
+            )
+        if self.batch_max_bytes < self.single_body_max_bytes:
+            raise ConfigError(
+                f"CLOCK_BATCH_MAX_BYTES must be at least {self.single_body_max_bytes}, so that "
+                "a batch can carry any one alarm a single create takes (six bytes per payload "
+                "byte, as JSON may escape them, and 16 KiB more)",
+                field="batch_max_bytes",
             )
         if not 0 <= self.web_nice <= 19:
             raise ConfigError("CLOCK_WEB_NICE must be from 0 to 19", field="web_nice")
@@ -116,6 +130,11 @@ class Settings:
             raise ConfigError(
                 "CLOCK_RETRY_CAP_S must be >= CLOCK_RETRY_BASE_S", field="retry_cap_s"
             )
+
+    @property
+    def single_body_max_bytes(self) -> int:
+        """The largest body of a single create or PATCH: a payload at its limit, escaped."""
+        return ESCAPED_BYTES_PER_PAYLOAD_BYTE * self.payload_max_bytes + BODY_OVERHEAD_BYTES
 
     @property
     def preload_window_ms(self) -> int:

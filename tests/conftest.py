@@ -108,7 +108,9 @@ class ApiHarness:
 
 @pytest.fixture
 def api(store: AlarmStore, fake_clock: SettableClock, publisher: InMemoryPublisher) -> ApiHarness:
-    settings = Settings(payload_max_bytes=1024, batch_max_items=50, list_max_limit=100)
+    settings = Settings(
+        payload_max_bytes=1024, batch_max_items=50, list_max_limit=100, batch_max_bytes=200_000
+    )
     notifier = RecordingNotifier()
     services = Services(
         settings, store, fake_clock, Metrics(), engine=notifier, publisher=publisher

@@ -16,7 +16,10 @@ from urllib.parse import quote
 
 import pytest
 
+from clock_server.api import Services, create_app
+from clock_server.metrics import Metrics
 from clock_server.model import MAX_EPOCH_MS
+from clock_server.settings import Settings
 from clock_server.store.claims import SqlClaimStore
 
 NOW = 1_700_000_000_000  # SettableClock's start; asserted in test_fake_clock_start
@@ -469,10 +472,60 @@ def test_payload_over_the_limit_is_413(api, payload: str) -> None:
 
 
 def test_body_over_the_request_limit_is_413(api) -> None:
-    raw = json.dumps(body(payload="p")) + " " * 20_000  # valid JSON, payload tiny
+    limit = api.settings.single_body_max_bytes
+    raw = json.dumps(body(payload="p")) + " " * limit  # valid JSON, payload tiny
     with unchanged(api):
         error = assert_error(post_raw(api, raw), 413, "payload_too_large", None)
-    assert "size limit" in error["message"]
+    assert f"over the limit of {limit}" in error["message"]
+
+
+# Each a unit of 1 to 4 UTF-8 bytes that a JSON encoder may write as up to 6 bytes per byte.
+UNITS = {"ascii": "a", "control": "\x01", "euro": "€", "cjk": "中", "emoji": "😀"}
+
+
+def payload_of(unit: str, size: int) -> str:
+    """Exactly `size` UTF-8 bytes: as many `unit`s as fit, then ASCII."""
+    width = len(unit.encode())
+    return unit * (size // width) + "a" * (size % width)
+
+
+@pytest.mark.parametrize("ensure_ascii", [True, False], ids=["escaped", "raw"])
+@pytest.mark.parametrize("unit", list(UNITS.values()), ids=list(UNITS))
+def test_a_payload_at_its_limit_is_taken_however_it_is_written(api, unit, ensure_ascii) -> None:
+    limit = api.settings.payload_max_bytes
+    at_limit = payload_of(unit, limit)
+    raw = json.dumps(body(payload=at_limit), ensure_ascii=ensure_ascii)
+    response = post_raw(api, raw)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    assert response.get_json()["payload"] == at_limit
+    over = json.dumps(
+        body(business_id="o", payload=payload_of(unit, limit + 1)), ensure_ascii=ensure_ascii
+    )
+    with unchanged(api):
+        assert_error(post_raw(api, over), 413, "payload_too_large", "payload")
+
+
+@pytest.mark.parametrize("ensure_ascii", [True, False], ids=["escaped", "raw"])
+@pytest.mark.parametrize("unit", list(UNITS.values()), ids=list(UNITS))
+def test_a_payload_at_its_limit_is_taken_in_a_batch_and_a_patch(api, unit, ensure_ascii) -> None:
+    limit = api.settings.payload_max_bytes
+    items = [
+        body(business_id="at", payload=payload_of(unit, limit)),
+        body(business_id="over", payload=payload_of(unit, limit + 1)),
+    ]
+    raw = json.dumps({"alarms": items}, ensure_ascii=ensure_ascii)
+    at, over = post_raw(api, raw, "/v1/alarms/batch").get_json()["results"]
+    assert at["status"] == 201 and at["alarm"]["payload"] == payload_of(unit, limit)
+    assert over["status"] == 413 and over["error"]["field"] == "payload"
+    url = key_url("app", "at")
+    patch = json.dumps({"payload": payload_of(unit, limit)[::-1]}, ensure_ascii=ensure_ascii)
+    response = api.client.patch(url, data=patch, content_type="application/json")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.get_json()["payload"] == payload_of(unit, limit)[::-1]
+    too_long = json.dumps({"payload": payload_of(unit, limit + 1)}, ensure_ascii=ensure_ascii)
+    with unchanged(api):
+        response = api.client.patch(url, data=too_long, content_type="application/json")
+        assert_error(response, 413, "payload_too_large", "payload")
 
 
 @pytest.mark.parametrize("field", ["business_id", "payload"])
@@ -572,9 +625,14 @@ def test_batch_over_the_item_limit_is_413(api) -> None:
 
 
 def test_batch_body_over_the_request_limit_is_413(api) -> None:
-    raw = json.dumps({"alarms": [body()]}) + " " * 120_000
+    raw = json.dumps({"alarms": [body()]}) + " " * api.settings.batch_max_bytes
     with unchanged(api):
-        assert_error(post_raw(api, raw, "/v1/alarms/batch"), 413, "payload_too_large", None)
+        response = post_raw(api, raw, "/v1/alarms/batch")
+        error = assert_error(response, 413, "payload_too_large", None)
+    assert (
+        f"over the limit of {api.settings.batch_max_bytes} (CLOCK_BATCH_MAX_BYTES)"
+        in (error["message"])
+    )
 
 
 def test_batch_empty_list_is_400(api) -> None:
@@ -1256,3 +1314,17 @@ def test_real_responses_validate_against_the_openapi_schemas(api) -> None:
     check.response(one, "DELETE", c.delete("/v1/alarms/app/rung"))  # 409 with status
 
     assert {"200", "503"} <= set(check.document["paths"]["/healthz"]["get"]["responses"])
+
+
+@pytest.mark.parametrize("unit", list(UNITS.values())[1:], ids=list(UNITS)[1:])
+def test_the_default_limit_takes_a_payload_escaped_six_times_over(store, fake_clock, unit) -> None:
+    """At the default 64 KiB, a payload escaped as JSON does (every byte of a control
+    character as six) is far over its own size: the body limit allows for it."""
+    settings = Settings()
+    app = create_app(Services(settings, store, fake_clock, Metrics()))
+    at_limit = payload_of(unit, settings.payload_max_bytes)
+    raw = json.dumps(body(payload=at_limit))  # ensure_ascii, as requests' json= does
+    assert len(raw) > settings.payload_max_bytes + 16_384
+    response = app.test_client().post("/v1/alarms", data=raw, content_type="application/json")
+    assert response.status_code == 201, response.get_data(as_text=True)[:200]
+    assert response.get_json()["payload"] == at_limit

@@ -459,6 +459,19 @@ def test_live_create_is_idempotent(live: ClockClient) -> None:
     assert live.get(app, "order-1") == first
 
 
+@pytest.mark.parametrize("unit", ["€", "中", "😀", "\x01"], ids=["euro", "cjk", "emoji", "control"])
+def test_live_a_payload_under_the_limit_is_taken_escaped(live: ClockClient, unit: str) -> None:
+    """Through waitress at the default 64 KiB: 60,000 bytes of payload that the SDK's JSON
+    (ensure_ascii) writes as up to 360,000 bytes."""
+    app = _app()
+    payload = unit * (60_000 // len(unit.encode()))
+    alarm = live.create(app, "escaped", payload, target_ring_at=_now_ms() + 3_600_000)
+    assert alarm.payload == payload and live.get(app, "escaped").payload == payload
+    changed = live.update(app, "escaped", payload=payload[::-1])
+    assert changed.payload == payload[::-1]
+    assert live.cancel(app, "escaped").status == "cancelled"
+
+
 def test_live_create_with_delay(live: ClockClient) -> None:
     before = _now_ms()
     app = _app()

@@ -407,7 +407,8 @@ def slow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc
         "CLOCK_TOKENS_FILE": "",
         "CLOCK_HTTP_THREADS": "2",
         "CLOCK_PAYLOAD_MAX_BYTES": "1024",
-        "CLOCK_BATCH_MAX_ITEMS": "10",  # the largest body: 10 * (1024 + 1024) + 16384 = 36864
+        "CLOCK_BATCH_MAX_ITEMS": "10",
+        "CLOCK_BATCH_MAX_BYTES": "36864",  # the largest body; a single one: 6 * 1024 + 16384
     }
     server = ServerProcess(env, directory / "server.log").start()
     try:
@@ -523,12 +524,13 @@ def test_a_body_declared_over_every_limit_is_refused_before_it_is_sent(
             sock.sendall(_head(path="/v1/alarms/batch", length=length))
             assert _status(sock) == 413  # without waiting for a byte of the body
     # a length within the server's limit but over the route's is the API's JSON 413
-    body = json.dumps({**_VALID, "payload": "x" * 20_000}).encode()
+    body = json.dumps({**_VALID, "payload": "x" * 30_000}).encode()
     response = requests.post(
         slow_server.base_url + "/v1/alarms", data=body, headers=bearer(ADMIN), timeout=5
     )
     assert response.status_code == 413
-    assert response.json()["error"]["code"] == "payload_too_large"
+    error = response.json()["error"]
+    assert error["code"] == "payload_too_large" and "over the limit of 22528" in error["message"]
 
 
 @pytest.mark.process

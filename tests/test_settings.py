@@ -26,6 +26,8 @@ def test_the_defaults_are_valid():
         ({"web_nice": 20}, "CLOCK_WEB_NICE"),
         ({"ring_lead_max_ms": -1}, "CLOCK_RING_LEAD_MAX_MS"),
         ({"ring_lead_max_ms": 1_001}, "CLOCK_RING_LEAD_MAX_MS"),
+        ({"batch_max_bytes": 0}, "CLOCK_BATCH_MAX_BYTES"),
+        ({"payload_max_bytes": PAYLOAD_LIMIT_BYTES}, "CLOCK_BATCH_MAX_BYTES"),
     ],
 )
 def test_impossible_values_are_refused_by_name(changes: dict, variable: str):
@@ -33,8 +35,17 @@ def test_impossible_values_are_refused_by_name(changes: dict, variable: str):
         Settings(**changes)
 
 
-def test_the_largest_payload_setting_is_accepted():
-    assert Settings(payload_max_bytes=PAYLOAD_LIMIT_BYTES).payload_max_bytes == PAYLOAD_LIMIT_BYTES
+def test_the_largest_payload_setting_is_accepted_with_a_batch_limit_that_holds_it():
+    settings = Settings(payload_max_bytes=PAYLOAD_LIMIT_BYTES, batch_max_bytes=32 * 1024 * 1024)
+    assert settings.payload_max_bytes == PAYLOAD_LIMIT_BYTES
+    assert settings.single_body_max_bytes == 6 * PAYLOAD_LIMIT_BYTES + 16_384
+
+
+def test_a_batch_limit_below_one_escaped_payload_names_what_it_must_be():
+    with pytest.raises(ConfigError, match=r"at least 409600") as caught:
+        Settings(batch_max_bytes=409_599)
+    assert caught.value.field == "batch_max_bytes"
+    assert Settings(batch_max_bytes=409_600).batch_max_bytes == 409_600
 
 
 def test_settings_read_no_file_and_building_the_app_reads_the_tokens(tmp_path: Path) -> None:

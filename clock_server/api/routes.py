@@ -11,14 +11,12 @@ from clock_server.api.access import authorize, authorize_listing
 from clock_server.api.http_errors import error_body, status_for
 from clock_server.api.openapi import openapi_document
 from clock_server.api.services import Services
-from clock_server.errors import ClockError, Unavailable
+from clock_server.errors import ClockError, PayloadTooLarge, Unavailable
 from clock_server.metrics import EXPOSITION_CONTENT_TYPE, exposition
 from clock_server.model import Alarm
 from clock_server.settings import Settings
 
 api = Blueprint("api", __name__)
-
-_BODY_OVERHEAD = 16_384  # room for the JSON around a payload at its size limit
 
 
 def services() -> Services:
@@ -28,7 +26,7 @@ def services() -> Services:
 @api.post("/v1/alarms")
 def create_alarm() -> tuple[Response, int]:
     svc = services()
-    data = _json_body(svc.settings.payload_max_bytes + _BODY_OVERHEAD)
+    data = _json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
     new = validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes)
     authorize(new.application)
@@ -42,7 +40,7 @@ def create_alarm() -> tuple[Response, int]:
 @api.post("/v1/alarms/batch")
 def create_alarms() -> tuple[Response, int]:
     svc = services()
-    data = _json_body(max_body_bytes(svc.settings))
+    data = _json_body(svc.settings.batch_max_bytes, "CLOCK_BATCH_MAX_BYTES")
     items = validation.batch_items(data, svc.settings.batch_max_items)
     now_ms = svc.clock.now_ms()
     results: list[dict[str, Any] | None] = []
@@ -83,7 +81,7 @@ def get_alarm(application: str, business_id: str) -> Response:
 def update_alarm(application: str, business_id: str) -> Response:
     svc = services()
     _check_key(application, business_id)
-    data = _json_body(svc.settings.payload_max_bytes + _BODY_OVERHEAD)
+    data = _json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
     changes = validation.alarm_changes(data, now_ms, svc.settings.payload_max_bytes)
     alarm = svc.store.update(application, business_id, changes, now_ms)
@@ -138,12 +136,19 @@ def openapi() -> Response:
 
 
 def max_body_bytes(settings: Settings) -> int:
-    """The largest body any route takes (a full batch); the HTTP server refuses longer ones."""
-    return settings.batch_max_items * (settings.payload_max_bytes + 1_024) + _BODY_OVERHEAD
+    """The largest body any route takes; the HTTP server refuses longer ones itself."""
+    return max(settings.batch_max_bytes, settings.single_body_max_bytes)
 
 
-def _json_body(max_bytes: int) -> dict[str, Any]:
-    request.max_content_length = max_bytes
+def _json_body(max_bytes: int, limit_name: str) -> dict[str, Any]:
+    """The body as JSON, read only when it is within `max_bytes` (what one request may make
+    this process hold); a longer one is a 413 that names the limit."""
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise PayloadTooLarge(
+            f"the request body is {length} bytes, over the limit of {max_bytes} ({limit_name})"
+        )
+    request.max_content_length = max_bytes  # a body without a length is cut off there
     return validation.parse_json(request.get_data(cache=False))
 
 
