@@ -2,34 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, and_, exc, func, insert, select, tuple_, update
 
 from clock_server.errors import Conflict, NotFound, ValidationError
 from clock_server.model import CANCELLED, PENDING, Alarm, AlarmChanges, NewAlarm
+from clock_server.store.alarm_rows import (
+    alarm_from_row,
+    alarm_from_values,
+    insert_values,
+    matches,
+    pages,
+)
 from clock_server.store.db import Capabilities, capabilities
 from clock_server.store.row_locks import select_by_key, select_for_change
 from clock_server.store.schema import ALARM_COLUMNS, alarm_table
 from clock_server.store.sql import chunks, param_marker, translate_errors
-
-
-def alarm_from_row(row: Row) -> Alarm:
-    return Alarm(
-        id=row.id,
-        application=row.application,
-        business_id=row.business_id,
-        payload=row.payload,
-        target_ring_at=row.target_ring_at,
-        latest_ring_at=row.latest_ring_at,
-        next_try_time=row.next_try_time,
-        retry_times=row.retry_times,
-        status=row.status,
-        rung_at=row.rung_at,
-        created_at=row.create_time,
-        updated_at=row.update_time,
-    )
 
 
 class AlarmStore:
@@ -58,7 +48,7 @@ class AlarmStore:
 
     def create(self, new: NewAlarm, now_ms: int) -> tuple[Alarm, bool]:
         """Insert the alarm, or return the stored one for the same key. True when inserted."""
-        values = _insert_values(new, now_ms)
+        values = insert_values(new, now_ms)
         with translate_errors():
             try:
                 with self.engine.begin() as conn:
@@ -67,7 +57,7 @@ class AlarmStore:
                 return self.get(new.application, new.business_id), False
         inserted = result.inserted_primary_key
         assert inserted is not None
-        return _alarm_from_values(inserted[0], values), True
+        return alarm_from_values(inserted[0], values), True
 
     def create_many(self, items: Sequence[NewAlarm], now_ms: int) -> list[tuple[Alarm, bool]]:
         """Insert many alarms in one transaction; keys that already exist are left unchanged.
@@ -83,13 +73,13 @@ class AlarmStore:
         values: dict[tuple[str, str], dict[str, Any]] = {}
         for key, (item, now_ms) in zip(keys, requests, strict=True):
             if key not in values:
-                values[key] = _insert_values(item, now_ms)
+                values[key] = insert_values(item, now_ms)
         with translate_errors():
             if self.caps.insert_returning:
                 inserted = self._insert_returning(list(values.values()))
             else:
                 inserted = self._insert_then_find(values)
-            stored = {key: _alarm_from_values(inserted[key], values[key]) for key in inserted}
+            stored = {key: alarm_from_values(inserted[key], values[key]) for key in inserted}
             stored.update(self._alarms_by_key(set(values) - set(inserted)))
         results: list[tuple[Alarm, bool]] = []
         for key in keys:
@@ -105,7 +95,7 @@ class AlarmStore:
         """
         inserted: dict[tuple[str, str], int] = {}
         with self.engine.begin() as conn:
-            for page in _pages(rows):
+            for page in pages(rows):
                 statement = self._returning_insert_sql(tuple(page[0]), len(page))
                 params = tuple(value for row in page for value in row.values())
                 for r in conn.exec_driver_sql(statement, params):
@@ -144,7 +134,7 @@ class AlarmStore:
         # A concurrent request inserted some of these keys between the two steps: ours are
         # the rows that hold exactly what this call wrote.
         found = self._alarms_by_key(set(fresh))
-        return {key: alarm.id for key, alarm in found.items() if _matches(alarm, fresh[key])}
+        return {key: alarm.id for key, alarm in found.items() if matches(alarm, fresh[key])}
 
     def get(self, application: str, business_id: str) -> Alarm:
         with translate_errors(), self.engine.connect() as conn:
@@ -257,65 +247,3 @@ class AlarmStore:
                 for row in conn.execute(query):
                     found[(row.application, row.business_id)] = alarm_from_row(row)
         return found
-
-
-# Keeps one INSERT well under MariaDB's max_allowed_packet (16 MiB by default) and SQLite's
-# 32,766 parameters, whatever the payloads and CLOCK_BATCH_MAX_ITEMS.
-_PAGE_BYTES = 1_000_000
-_PAGE_ROWS = 1_000
-_ROW_OVERHEAD_BYTES = 256
-
-
-def _pages(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    page: list[dict[str, Any]] = []
-    size = 0
-    for row in rows:
-        row_size = _ROW_OVERHEAD_BYTES + 4 * (len(row["payload"]) + len(row["business_id"]))
-        if page and (size + row_size > _PAGE_BYTES or len(page) == _PAGE_ROWS):
-            yield page
-            page, size = [], 0
-        page.append(row)
-        size += row_size
-    if page:
-        yield page
-
-
-def _insert_values(new: NewAlarm, now_ms: int) -> dict[str, Any]:
-    return {
-        "application": new.application,
-        "business_id": new.business_id,
-        "payload": new.payload,
-        "target_ring_at": new.target_ring_at,
-        "latest_ring_at": new.latest_ring_at,
-        "next_try_time": new.target_ring_at,
-        "retry_times": 0,
-        "status": PENDING,
-        "version": 0,
-        "create_time": now_ms,
-        "update_time": now_ms,
-    }
-
-
-def _alarm_from_values(alarm_id: int, values: dict[str, Any]) -> Alarm:
-    return Alarm(
-        id=alarm_id,
-        application=values["application"],
-        business_id=values["business_id"],
-        payload=values["payload"],
-        target_ring_at=values["target_ring_at"],
-        latest_ring_at=values["latest_ring_at"],
-        next_try_time=values["next_try_time"],
-        retry_times=0,
-        status=PENDING,
-        rung_at=None,
-        created_at=values["create_time"],
-        updated_at=values["update_time"],
-    )
-
-
-def _matches(alarm: Alarm, values: dict[str, Any]) -> bool:
-    return (
-        alarm.created_at == values["create_time"]
-        and alarm.payload == values["payload"]
-        and alarm.target_ring_at == values["target_ring_at"]
-    )
