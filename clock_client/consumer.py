@@ -28,10 +28,20 @@ _POLL_SECONDS = 0.5
 _BODY_LOG_CHARS = 200
 
 
+# A connection that could not be made, or was lost: another node may serve.
+_NODE_LOST = (
+    pika.exceptions.AMQPConnectionError,
+    pika.exceptions.ConnectionClosed,
+    pika.exceptions.StreamLostError,
+)
+
+
 class Consumer:
     """Delivers the alarms rung for ``application`` to ``handler``, one at a time.
 
-    Consumes the durable queue ``queue_prefix + application``. With ``declare=True``
+    Consumes the durable queue ``queue_prefix + application``. ``amqp_url`` may name several
+    nodes of one RabbitMQ cluster, comma-separated: when the node in use goes away, the
+    consumer goes on with the next one. With ``declare=True``
     it first declares the durable direct ``exchange``, the queue and their binding
     (routing key = application), so it may start before the first alarm rings.
 
@@ -55,6 +65,7 @@ class Consumer:
         queue_prefix: str = "clock.",
         exchange: str = "clock",
         declare: bool = True,
+        queue_type: str = "classic",
     ) -> None:
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
@@ -65,6 +76,8 @@ class Consumer:
         self.queue = f"{queue_prefix}{application}"
         self.exchange = exchange
         self.declare = declare
+        # as the server's CLOCK_QUEUE_TYPE: a queue declared with another type is refused
+        self.queue_arguments = {"x-queue-type": queue_type} if queue_type != "classic" else None
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # guards _connection and _started
         self._connection: pika.BlockingConnection | None = None
@@ -96,10 +109,10 @@ class Consumer:
     def run(self) -> None:
         """Consume until stopped, then close the channel and connection.
 
-        Raises RuntimeError when called twice, and pika's AMQPError when the broker
-        cannot be reached, the connection is lost or the broker cancels the consumer
-        (e.g. the queue was deleted); unacked messages are then redelivered to the
-        next consumer.
+        Raises RuntimeError when called twice, and pika's AMQPError when no node can be
+        reached, when the connection is lost and there is no other node to go on with, or
+        when the broker cancels the consumer (e.g. the queue was deleted); unacked messages
+        are then redelivered to the next consumer.
         """
         with self._lock:
             if self._started:
@@ -107,26 +120,47 @@ class Consumer:
             self._started = True
         restore = self._install_signal_handlers()
         try:
-            connection = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
-            with self._lock:
-                self._connection = connection
-            try:
-                self._consume(connection)
-            finally:
-                with self._lock:
-                    self._connection = None
-                if connection.is_open:
-                    connection.close()
+            self._run_on_nodes()
         finally:
             restore()
         logger.info("consumer of %s stopped", self.queue)
+
+    def _run_on_nodes(self) -> None:
+        """Consume on the first node that answers; when its connection fails or is lost, go
+        on with the next. Raises once every node in turn has failed (at once, with one)."""
+        nodes = [url.strip() for url in self.amqp_url.split(",") if url.strip()]
+        node, failed_in_a_row = 0, 0
+        while not self._stopping.is_set():
+            try:
+                connection = pika.BlockingConnection(pika.URLParameters(nodes[node]))
+                failed_in_a_row = 0
+                self._consume_on(connection)
+                return
+            except _NODE_LOST as error:
+                failed_in_a_row += 1
+                if failed_in_a_row >= len(nodes):
+                    raise
+                node = (node + 1) % len(nodes)
+                logger.warning("RabbitMQ node lost (%s); consuming %s on node %d of %d",
+                               error, self.queue, node + 1, len(nodes))  # fmt: skip
+
+    def _consume_on(self, connection: pika.BlockingConnection) -> None:
+        with self._lock:
+            self._connection = connection
+        try:
+            self._consume(connection)
+        finally:
+            with self._lock:
+                self._connection = None
+            if connection.is_open:
+                connection.close()
 
     def _consume(self, connection: pika.BlockingConnection) -> None:
         channel = connection.channel()
         channel.basic_qos(prefetch_count=self.prefetch)
         if self.declare:
             channel.exchange_declare(self.exchange, exchange_type="direct", durable=True)
-            channel.queue_declare(self.queue, durable=True)
+            channel.queue_declare(self.queue, durable=True, arguments=self.queue_arguments)
             channel.queue_bind(self.queue, self.exchange, routing_key=self.application)
         channel.add_on_cancel_callback(self._on_broker_cancel)
         channel.basic_consume(self.queue, self._on_message)

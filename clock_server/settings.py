@@ -38,6 +38,7 @@ class Settings:
     exchange: str = "clock"
     queue_prefix: str = "clock."
     declare_queues: bool = True
+    queue_type: str = "classic"
     host: str = "127.0.0.1"
     port: int = 8080
     http_threads: int = 32
@@ -112,6 +113,11 @@ class Settings:
                 "byte, as JSON may escape them, and 16 KiB more)",
                 field="batch_max_bytes",
             )
+        if self.queue_type not in ("classic", "quorum"):
+            raise ConfigError(
+                f"CLOCK_QUEUE_TYPE must be classic or quorum, not {self.queue_type!r}",
+                field="queue_type",
+            )
         if not 0 <= self.web_nice <= 19:
             raise ConfigError("CLOCK_WEB_NICE must be from 0 to 19", field="web_nice")
         if not 0 <= self.ring_lead_ms <= 1_000:
@@ -163,7 +169,7 @@ class Settings:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         out["tokens"] = "<set>" if self.tokens else ""
         out["database_url"] = mask_url(self.database_url)
-        out["amqp_url"] = mask_url(self.amqp_url)
+        out["amqp_url"] = ",".join(mask_url(url) for url in self.amqp_url.split(","))
         return out
 
 

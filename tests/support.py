@@ -266,6 +266,12 @@ class TcpProxy:
                 sock.close()
             self._sockets.clear()
 
+    @property
+    def connected(self) -> bool:
+        """Whether a connection through this proxy is open."""
+        with self._lock:
+            return bool(self._sockets)
+
     def freeze(self) -> None:
         """Keep every connection open but pass nothing on: a server that stopped answering."""
         self._flowing.clear()

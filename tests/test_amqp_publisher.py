@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.confirms import Batch, ConfirmTracker
+from clock_server.errors import ConfigError
 from clock_server.model import OutgoingMessage
 from clock_server.testing import InMemoryPublisher
+from tests.support import TcpProxy
 
 BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -358,3 +360,54 @@ def test_confirms_settle_each_message_as_the_broker_said(sizes, confirms, return
         batch.finish()
         outcome += batch.outcome()
     assert outcome == [expected.get(tag, False) for tag in range(1, first_tag)]
+
+
+# --- several nodes, and the queue type --------------------------------------------------------
+
+
+def test_an_unreachable_first_node_is_passed_over(broker, make_publisher) -> None:
+    application = broker.app()
+    unreachable = "amqp://guest:guest@127.0.0.1:1/%2F"
+    publisher = make_publisher(f"{unreachable}, {BROKER_URL}", ready=False)
+    assert publisher.wait_healthy(10.0)
+    assert publisher.publish_batch(_messages(application, 3), timeout_s=5.0) == [True] * 3
+    assert len(broker.drain(application)) == 3
+
+
+def test_a_lost_node_is_left_for_the_next_one(broker, make_publisher) -> None:
+    first, second = TcpProxy(5672).start(), TcpProxy(5672).start()
+    try:
+        application = broker.app()
+        publisher = make_publisher(f"{first.amqp_url},{second.amqp_url}")
+        assert publisher.publish_batch(_messages(application, 2), timeout_s=5.0) == [True] * 2
+        assert second.held_bytes == 0 and not second.connected
+        first.cut()  # the node goes away
+        assert _wait_until(lambda: not publisher.is_healthy(), 5.0)
+        assert publisher.wait_healthy(10.0) and second.connected
+        assert publisher.publish_batch(_messages(application, 2), timeout_s=5.0) == [True] * 2
+        assert len(broker.drain(application)) == 4
+    finally:
+        first.cut()
+        second.cut()
+
+
+def test_a_url_that_names_no_node_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="names no node"):
+        AmqpPublisher(" , ").start()
+
+
+@pytest.mark.rabbitmq
+def test_quorum_queues_are_declared_when_asked_for(broker, make_publisher) -> None:
+    application = broker.app()
+    publisher = make_publisher(queue_type="quorum")
+    assert publisher.publish_batch(_messages(application, 2), timeout_s=10.0) == [True] * 2
+    listing = subprocess.run(
+        ["rabbitmqctl", "-q", "list_queues", "name", "type", "--no-table-headers"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    types = dict(line.split("\t")[:2] for line in listing.splitlines() if "\t" in line)
+    assert types[broker.prefix + application] == "quorum"
+    assert len(broker.drain(application)) == 2

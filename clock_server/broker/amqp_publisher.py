@@ -47,7 +47,10 @@ class AmqpPublisher:
     """Publishes to a durable direct exchange; one IO thread owns the pika SelectConnection.
 
     Callers hand batches to the IO thread with ``add_callback_threadsafe`` and wait for the
-    confirms; the connection is re-established with backoff until ``close()``.
+    confirms; the connection is re-established with backoff until ``close()``. ``url`` may
+    name several nodes of one cluster, comma-separated: a connection that fails or is lost is
+    tried again on the next node. ``queue_type`` is the type of the queues it declares,
+    ``classic`` or ``quorum``.
     """
 
     def __init__(
@@ -57,13 +60,16 @@ class AmqpPublisher:
         declare_queues: bool = True,
         queue_prefix: str = "clock.",
         connect_timeout_s: float = 5.0,
+        queue_type: str = "classic",
     ) -> None:
-        self._url = url
+        self._urls = [part.strip() for part in url.split(",") if part.strip()]
+        self._queue_arguments = {"x-queue-type": queue_type} if queue_type != "classic" else None
         self._exchange = exchange
         self._declare_queues = declare_queues
         self._queue_prefix = queue_prefix
         self._connect_timeout_s = connect_timeout_s
-        self._params: pika.URLParameters | None = None
+        self._nodes: list[pika.URLParameters] = []
+        self._node = 0  # the index in _nodes of the node connected or tried last
         self._ioloop: IOLoop | None = None
         self._thread: threading.Thread | None = None
         self._connection: pika.SelectConnection | None = None
@@ -81,17 +87,23 @@ class AmqpPublisher:
         """Start the IO thread, which connects (and keeps reconnecting) in the background."""
         if self._thread is not None:
             raise RuntimeError("AmqpPublisher already started")
-        try:
-            self._params = pika.URLParameters(self._url)
-        except ValueError as exc:
-            raise ConfigError(f"invalid AMQP url: {exc}", field="amqp_url") from exc
-        self._params.connection_attempts = 1
-        self._params.socket_timeout = self._params.stack_timeout = self._connect_timeout_s
-        properties = dict(self._params.client_properties or {})
-        self._params.client_properties = {"connection_name": "clock-publisher", **properties}
+        if not self._urls:
+            raise ConfigError("the AMQP url names no node", field="amqp_url")
+        self._nodes = [self._node_parameters(url) for url in self._urls]
         self._ioloop = IOLoop()
         self._thread = threading.Thread(target=self._run, name="amqp-publisher", daemon=True)
         self._thread.start()
+
+    def _node_parameters(self, url: str) -> pika.URLParameters:
+        try:
+            params = pika.URLParameters(url)
+        except ValueError as exc:
+            raise ConfigError(f"invalid AMQP url: {exc}", field="amqp_url") from exc
+        params.connection_attempts = 1
+        params.socket_timeout = params.stack_timeout = self._connect_timeout_s
+        properties = dict(params.client_properties or {})
+        params.client_properties = {"connection_name": "clock-publisher", **properties}
+        return params
 
     def wait_healthy(self, timeout_s: float) -> bool:
         """Block until the channel is ready or ``timeout_s`` passes; returns ``is_healthy()``."""
@@ -161,7 +173,7 @@ class AmqpPublisher:
         self._reconnect_timer = None
         if not self._stopping:
             self._connection = pika.SelectConnection(
-                self._params,
+                self._nodes[self._node],
                 on_open_callback=self._on_connection_open,
                 on_open_error_callback=self._on_disconnected,
                 on_close_callback=self._on_disconnected,
@@ -174,7 +186,9 @@ class AmqpPublisher:
             self._ioloop.stop()
             return
         delay, self._backoff_s = self._backoff_s, min(self._backoff_s * 2, _MAX_BACKOFF_S)
-        log.info("reconnecting to RabbitMQ in %.1f s", delay,
+        self._node = (self._node + 1) % len(self._nodes)
+        node = self._nodes[self._node]
+        log.info("reconnecting to RabbitMQ at %s:%s in %.1f s", node.host, node.port, delay,
                  extra={"action": "broker_reconnecting"})  # fmt: skip
         self._reconnect_timer = self._ioloop.call_later(delay, self._connect)
 
@@ -216,7 +230,9 @@ class AmqpPublisher:
         self._confirms.reset()
         self._backoff_s = _MIN_BACKOFF_S
         self._ready.set()
-        log.info("RabbitMQ publisher ready on exchange %r", self._exchange,
+        node = self._nodes[self._node]
+        log.info("RabbitMQ publisher ready on exchange %r at %s:%s", self._exchange, node.host,
+                 node.port,
                  extra={"action": "broker_connected"})  # fmt: skip
 
     def _on_channel_closed(self, channel: Channel, reason: BaseException) -> None:
@@ -289,7 +305,7 @@ class AmqpPublisher:
         def bind(_frame: Any) -> None:
             channel.queue_bind(queue, self._exchange, routing_key=application, callback=on_bound)
 
-        channel.queue_declare(queue, durable=True, callback=bind)
+        channel.queue_declare(queue, durable=True, arguments=self._queue_arguments, callback=bind)
 
     def _publish(self, batch: Batch) -> None:
         channel, connection = self._channel, self._connection

@@ -88,6 +88,7 @@ def build(
             exchange=settings.exchange,
             declare_queues=settings.declare_queues,
             queue_prefix=settings.queue_prefix,
+            queue_type=settings.queue_type,
         )
         engine = AlarmEngine(settings, SqlClaimStore(store), publisher, clock, metrics)
     if serve_http:

@@ -30,7 +30,7 @@ def serve(settings: Settings) -> None:
         "clock-server %s starting: database %s, broker %s, listening on %s:%d",
         settings.instance_id,
         mask_url(settings.database_url),
-        mask_url(settings.amqp_url),
+        settings.describe()["amqp_url"],
         settings.host,
         settings.port,
         extra={"action": "server_starting"},
