@@ -27,6 +27,7 @@ def test_the_defaults_are_valid():
         ({"ring_lead_max_ms": -1}, "CLOCK_RING_LEAD_MAX_MS"),
         ({"ring_lead_max_ms": 1_001}, "CLOCK_RING_LEAD_MAX_MS"),
         ({"batch_max_bytes": 0}, "CLOCK_BATCH_MAX_BYTES"),
+        ({"queue_type": "stream"}, "CLOCK_QUEUE_TYPE"),
         ({"payload_max_bytes": PAYLOAD_LIMIT_BYTES}, "CLOCK_BATCH_MAX_BYTES"),
     ],
 )
@@ -68,3 +69,10 @@ def test_settings_read_no_file_and_building_the_app_reads_the_tokens(tmp_path: P
         assert runtime.app is not None and database.exists()
     finally:
         runtime.store.close()
+
+
+def test_the_passwords_of_every_broker_node_are_masked():
+    settings = Settings(amqp_url="amqp://u:secret1@a:5672/%2F,amqp://u:secret2@b:5673/%2F")
+    shown = str(settings.describe())
+    assert "secret" not in shown
+    assert "amqp://u:***@a:5672/%2F,amqp://u:***@b:5673/%2F" in shown
