@@ -232,8 +232,7 @@ class AmqpPublisher:
         self._ready.set()
         node = self._nodes[self._node]
         log.info("RabbitMQ publisher ready on exchange %r at %s:%s", self._exchange, node.host,
-                 node.port,
-                 extra={"action": "broker_connected"})  # fmt: skip
+                 node.port, extra={"action": "broker_connected"})  # fmt: skip
 
     def _on_channel_closed(self, channel: Channel, reason: BaseException) -> None:
         connection = self._connection
