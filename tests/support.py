@@ -90,6 +90,7 @@ class Collector:
     exchange: str
     application: str
     amqp_url: str = AMQP_URL
+    queue_type: str = "classic"
     deliveries: list[Delivery] = field(default_factory=list)
     reconnects: int = 0
 
@@ -123,7 +124,8 @@ class Collector:
         try:
             channel = connection.channel()
             channel.exchange_declare(self.exchange, "direct", durable=True)
-            channel.queue_declare(self.queue, durable=True)
+            arguments = {"x-queue-type": self.queue_type} if self.queue_type != "classic" else None
+            channel.queue_declare(self.queue, durable=True, arguments=arguments)
             channel.queue_bind(self.queue, self.exchange, routing_key=self.application)
             channel.basic_qos(prefetch_count=500)
             self._ready.set()
@@ -312,13 +314,20 @@ class TcpProxy:
 class Cluster:
     """clock-server processes sharing one database and one exchange, and a collector."""
 
-    def __init__(self, database_url: str, log_dir: Path) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        log_dir: Path,
+        amqp_url: str = AMQP_URL,
+        queue_type: str = "classic",
+    ) -> None:
         self.database_url = database_url
         self.exchange = unique("clock_test_")
         self.application = unique("app")
         self.log_dir = log_dir
+        self.amqp_url = amqp_url
         self.servers: list[ServerProcess] = []
-        self.collector = Collector(self.exchange, self.application).start()
+        self.collector = Collector(self.exchange, self.application, amqp_url, queue_type).start()
 
     def server(self, name: str, amqp_url: str = AMQP_URL, **env: str) -> ServerProcess:
         """A server (not started yet) with short windows and leases, fit for tests."""
@@ -403,7 +412,7 @@ class Cluster:
         for server in self.servers:
             server.ensure_stopped()
         self.collector.stop()
-        delete_exchange(self.exchange)
+        delete_exchange(self.exchange, self.amqp_url)
 
 
 class StampingPublisher(InMemoryPublisher):

@@ -1,0 +1,91 @@
+"""A three-node RabbitMQ cluster started beside the machine's own broker, for fault cases.
+
+Each node gets its own name, ports, config, data and log directories (owned by the rabbitmq
+user), so the main node on 5672 is never touched. stop() ends every node, whatever happened.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from tests.support import free_port
+
+
+class RabbitCluster:
+    def __init__(self, size: int = 3) -> None:
+        tag = uuid.uuid4().hex[:6]
+        self.names = [f"clk{tag}n{i}@localhost" for i in range(size)]
+        self.ports = [free_port() for _ in range(size)]
+        self.directory = Path(tempfile.mkdtemp(prefix="clock-rabbit-", dir="/tmp"))
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"amqp://guest:guest@127.0.0.1:{port}/%2F" for port in self.ports]
+
+    def start(self) -> RabbitCluster:
+        self.directory.chmod(0o755)
+        shutil.chown(self.directory, "rabbitmq", "rabbitmq")
+        for name, port in zip(self.names, self.ports, strict=True):
+            self._start_node(name, port)
+        for name in self.names:
+            _await_startup(name, 90)
+        for name in self.names[1:]:
+            _ctl(name, "stop_app")
+            _ctl(name, "join_cluster", self.names[0])
+            _ctl(name, "start_app")
+        return self
+
+    def stop_node(self, index: int) -> None:
+        """Stop one node's broker (the Erlang node stays, as `rabbitmqctl stop_app` leaves it)."""
+        _ctl(self.names[index], "stop_app")
+
+    def stop(self) -> None:
+        for name in self.names:
+            subprocess.run(["rabbitmqctl", "-q", "-n", name, "stop"], capture_output=True,
+                           timeout=60, check=False)  # fmt: skip
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _start_node(self, name: str, port: int) -> None:
+        home = self.directory / name.split("@")[0]
+        (home / "mnesia").mkdir(parents=True)
+        (home / "log").mkdir()
+        config = home / "rabbitmq.conf"
+        config.write_text(f"listeners.tcp.local = 127.0.0.1:{port}\nloopback_users = none\n")
+        (home / "enabled_plugins").write_text("[].\n")
+        subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(home)], check=True)
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "RABBITMQ_NODENAME": name,
+            "RABBITMQ_DIST_PORT": str(free_port()),
+            "RABBITMQ_CONFIG_FILE": str(config),
+            "RABBITMQ_MNESIA_BASE": str(home / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(home / "log"),
+            "RABBITMQ_FEATURE_FLAGS_FILE": str(home / "feature_flags"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(home / "enabled_plugins"),
+            "RABBITMQ_PID_FILE": str(home / "pid"),
+        }
+        subprocess.run(["rabbitmq-server", "-detached"], env=env, check=True, timeout=60,
+                       capture_output=True)  # fmt: skip
+
+
+def _ctl(node: str, *args: str, timeout: float = 60) -> None:
+    subprocess.run(["rabbitmqctl", "-q", "-n", node, *args], check=True, timeout=timeout,
+                   capture_output=True)  # fmt: skip
+
+
+def _await_startup(node: str, timeout_s: float) -> None:
+    """await_startup gives up at once while the node is not yet known to epmd: ask again."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done = subprocess.run(["rabbitmqctl", "-q", "-n", node, "await_startup", "--timeout", "10"],
+                              capture_output=True, timeout=30, check=False)  # fmt: skip
+        if done.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{node} did not start: {done.stderr.decode()[-500:]}")
+        time.sleep(0.5)
