@@ -70,6 +70,7 @@ class AmqpPublisher:
         self._connect_timeout_s = connect_timeout_s
         self._nodes: list[pika.URLParameters] = []
         self._node = 0  # the index in _nodes of the node connected or tried last
+        self._failed_in_a_row = 0  # connections failed or lost since the channel was last ready
         self._ioloop: IOLoop | None = None
         self._thread: threading.Thread | None = None
         self._connection: pika.SelectConnection | None = None
@@ -185,7 +186,13 @@ class AmqpPublisher:
         if self._stopping:
             self._ioloop.stop()
             return
-        delay, self._backoff_s = self._backoff_s, min(self._backoff_s * 2, _MAX_BACKOFF_S)
+        # Another node that has not failed since the last success is tried at once; the
+        # backoff starts when every node in turn has failed.
+        self._failed_in_a_row += 1
+        if self._failed_in_a_row < len(self._nodes):
+            delay = 0.0
+        else:
+            delay, self._backoff_s = self._backoff_s, min(self._backoff_s * 2, _MAX_BACKOFF_S)
         self._node = (self._node + 1) % len(self._nodes)
         node = self._nodes[self._node]
         log.info("reconnecting to RabbitMQ at %s:%s in %.1f s", node.host, node.port, delay,
@@ -229,6 +236,7 @@ class AmqpPublisher:
     def _on_exchange_declared(self, _frame: Any) -> None:
         self._confirms.reset()
         self._backoff_s = _MIN_BACKOFF_S
+        self._failed_in_a_row = 0
         self._ready.set()
         node = self._nodes[self._node]
         log.info("RabbitMQ publisher ready on exchange %r at %s:%s", self._exchange, node.host,
