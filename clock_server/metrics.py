@@ -69,6 +69,21 @@ class Metrics:
         self.dead = Counter("clock_alarms_dead", "Alarms whose retries ran out", registry=r)
         self.claimed = Counter("clock_alarms_claimed", "Claims taken by the preloader", registry=r)
         self.released = Counter("clock_claims_released", "Claims given back", registry=r)
+        self.taken_over = Counter(
+            "clock_claims_taken_over",
+            "Claims of engines found dead that this engine gave back for claiming",
+            registry=r,
+        )
+        self.engines_dead = Counter(
+            "clock_engines_declared_dead",
+            "Silent engines whose claims this engine took over",
+            registry=r,
+        )
+        self.fenced = Counter(
+            "clock_engine_fenced",
+            "Times this engine found itself declared dead and registered again",
+            registry=r,
+        )
         self.overdue = Gauge(
             "clock_overdue_alarms",
             "Pending alarms due over 5 s ago that no engine has claimed",

@@ -113,3 +113,15 @@ class OutgoingMessage(NamedTuple):
     message_id: str
     application: str  # the routing key; also names the queue clock.<application>
     body: bytes  # JSON, UTF-8
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRecord:
+    """A running engine as the clock_engine table knows it (times in epoch ms)."""
+
+    id: int
+    instance_id: str
+    started_at: int
+    heartbeat_at: int
+    lease_ms: int
+    dead_at: int | None  # set once another engine found it silent

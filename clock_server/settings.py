@@ -50,6 +50,8 @@ class Settings:
     preload_interval_s: float = 1.0
     heap_size: int = 100_000
     lease_s: float = 30.0
+    heartbeat_s: float = 0.5
+    engine_dead_after_s: float = 2.0
     claim_batch: int = 1_000
     ring_batch: int = 1_000
     ring_lanes: int = 4
@@ -82,6 +84,8 @@ class Settings:
             "preload_interval_s",
             "heap_size",
             "lease_s",
+            "heartbeat_s",
+            "engine_dead_after_s",
             "claim_batch",
             "ring_batch",
             "ring_lanes",
@@ -130,6 +134,18 @@ class Settings:
             raise ConfigError(
                 "CLOCK_LEASE_S must be at least twice CLOCK_PRELOAD_WINDOW_S, so a claim "
                 "never expires before the alarm it holds is due",
+                field="lease_s",
+            )
+        if self.engine_dead_after_s < 2 * self.heartbeat_s:
+            raise ConfigError(
+                "CLOCK_ENGINE_DEAD_AFTER_S must be at least twice CLOCK_HEARTBEAT_S, so that "
+                "one late heartbeat does not get a live engine declared dead",
+                field="engine_dead_after_s",
+            )
+        if self.lease_s <= self.engine_dead_after_s:
+            raise ConfigError(
+                "CLOCK_LEASE_S must be longer than CLOCK_ENGINE_DEAD_AFTER_S: the lease is the "
+                "backstop for what the heartbeats miss",
                 field="lease_s",
             )
         if self.retry_cap_s < self.retry_base_s:

@@ -22,6 +22,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import make_engine as make_db_engine
 from clock_server.store.db import open_ahead
+from clock_server.store.engines import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 from .support import settle
@@ -43,7 +44,12 @@ def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemor
         )
         values.update(overrides)
         return AlarmEngine(
-            Settings(**values), SqlClaimStore(store), publisher, fake_clock, Metrics()
+            Settings(**values),
+            SqlClaimStore(store),
+            SqlEngineRegistry(store),
+            publisher,
+            fake_clock,
+            Metrics(),
         )
 
     return make
@@ -262,6 +268,7 @@ def test_two_engines_with_default_lanes_share_mariadb_without_double_rings(
         AlarmEngine(
             Settings(instance_id=name, claim_batch=100),
             SqlClaimStore(mariadb_store),
+            SqlEngineRegistry(mariadb_store),
             publisher,
             fake_clock,
             Metrics(),
@@ -294,6 +301,7 @@ def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
     engine = AlarmEngine(
         Settings(instance_id="e", ring_batch=25, ring_lanes=1, ring_lead_ms=0),
         SqlClaimStore(store),
+        SqlEngineRegistry(store),
         slow,
         fake_clock,
         Metrics(),
@@ -330,7 +338,7 @@ def test_stop_gives_every_claim_back(store, fake_clock, make_engine):
     now = fake_clock.now_ms()
     store.create_many([NewAlarm("app", f"b{i}", "p", now + 5_000, None) for i in range(50)], now)
     engine.start()
-    fake_clock.wait_for_waiters(2)  # the preload and ring loops wait for their next pass
+    fake_clock.wait_for_waiters(3)  # the preload, ring and liveness loops wait for their next pass
     assert len(engine.heap) == 50
     engine.stop(Deadline(5))
     pending = store.list("app", "pending", 100, None)
@@ -353,7 +361,9 @@ class _SlowPublisher(InMemoryPublisher):
 
 def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, publisher):
     settings = Settings(instance_id="lead", ring_lead_ms=400)
-    engine = AlarmEngine(settings, SqlClaimStore(store), publisher, fake_clock, Metrics())
+    engine = AlarmEngine(
+        settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, fake_clock, Metrics()
+    )
     now = fake_clock.now_ms()
     targets = [now + 150 + 7 * i for i in range(10)]
     store.create_many([NewAlarm("app", f"b{i}", "p", t, None) for i, t in enumerate(targets)], now)
@@ -387,6 +397,7 @@ def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publis
     engine = AlarmEngine(
         Settings(instance_id="e", ring_lanes=4),
         SqlClaimStore(store),
+        SqlEngineRegistry(store),
         publisher,
         fake_clock,
         Metrics(),
@@ -404,9 +415,11 @@ def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publis
 
 def test_start_goes_on_when_the_database_cannot_be_reached(fake_clock, publisher, caplog):
     unreachable = make_db_engine("mysql+pymysql://root@127.0.0.1:1/none", pool_size=2)
+    unreachable_store = AlarmStore(unreachable)
     engine = AlarmEngine(
         Settings(instance_id="e"),
-        SqlClaimStore(AlarmStore(unreachable)),
+        SqlClaimStore(unreachable_store),
+        SqlEngineRegistry(unreachable_store),
         publisher,
         fake_clock,
         Metrics(),

@@ -40,7 +40,8 @@ def at_0001(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     yield url
 
 
-def test_dropping_claimed_by_keeps_every_alarm(at_0001: str):
+def test_upgrading_from_0001_keeps_every_alarm_and_names_no_claim_owner(at_0001: str):
+    """0002 drops the old name column; 0003 adds the engine id, 0 (no engine) for old rows."""
     engine = make_engine(at_0001, pool_size=1)
     with engine.begin() as conn:
         conn.execute(
@@ -52,10 +53,12 @@ def test_dropping_claimed_by_keeps_every_alarm(at_0001: str):
         )
     migrate.upgrade(engine)
     with engine.connect() as conn:
-        row = conn.execute(text("SELECT business_id, next_try_time, version FROM clock")).one()
-        columns = {column["name"] for column in inspect(conn).get_columns("clock")}
+        row = conn.execute(
+            text("SELECT business_id, next_try_time, version, claimed_by FROM clock")
+        ).one()
         indexes = {index["name"] for index in inspect(conn).get_indexes("clock")}
+        tables = set(inspect(conn).get_table_names())
     engine.dispose()
-    assert tuple(row) == ("b", 9, 3)
-    assert "claimed_by" not in columns
+    assert tuple(row) == ("b", 9, 3, 0)
+    assert "clock_engine" in tables
     assert {"ix_clock_status_next_try_time", "ix_clock_application_id"} <= indexes

@@ -15,6 +15,7 @@ from clock_server.model import Claim, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
+from clock_server.store.engines import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 INTERVAL_MS = 1_000
@@ -28,10 +29,15 @@ class RecordingClaims(SqlClaimStore):
         self.floors: list[int | None] = []
 
     def claim_due(
-        self, horizon_ms: int, lease_until_ms: int, limit: int, from_ms: int | None = None
+        self,
+        horizon_ms: int,
+        lease_until_ms: int,
+        limit: int,
+        from_ms: int | None = None,
+        owner: int = 0,
     ) -> list[Claim]:
         self.floors.append(from_ms)
-        return super().claim_due(horizon_ms, lease_until_ms, limit, from_ms)
+        return super().claim_due(horizon_ms, lease_until_ms, limit, from_ms, owner)
 
 
 @pytest.fixture
@@ -43,7 +49,14 @@ def engine(store: AlarmStore, fake_clock: SettableClock) -> AlarmEngine:
         ring_lanes=1,
         ring_lead_ms=0,
     )
-    built = AlarmEngine(settings, SqlClaimStore(store), InMemoryPublisher(), fake_clock, Metrics())
+    built = AlarmEngine(
+        settings,
+        SqlClaimStore(store),
+        SqlEngineRegistry(store),
+        InMemoryPublisher(),
+        fake_clock,
+        Metrics(),
+    )
     built.preloader.claims = RecordingClaims(store)
     return built
 
@@ -110,7 +123,14 @@ def test_an_alarm_below_the_floor_that_nobody_announced_waits_at_most_one_interv
 
 def test_claims_given_back_by_a_full_heap_are_looked_for_from_the_start(store, fake_clock):
     settings = Settings(claim_batch=3, heap_size=4, ring_lanes=1, ring_lead_ms=0)
-    engine = AlarmEngine(settings, SqlClaimStore(store), InMemoryPublisher(), fake_clock, Metrics())
+    engine = AlarmEngine(
+        settings,
+        SqlClaimStore(store),
+        SqlEngineRegistry(store),
+        InMemoryPublisher(),
+        fake_clock,
+        Metrics(),
+    )
     engine.preloader.claims = RecordingClaims(store)
     add_due(store, fake_clock, 6, 3_000)
     while engine.preloader.run_once() == 0.0:

@@ -8,12 +8,13 @@ from clock_server.broker.publisher import Publisher
 from clock_server.deadline import Deadline
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.heap import ClaimHeap
+from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
 from clock_server.engine.preloader import Preloader
 from clock_server.engine.ringer import Ringer
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
-from clock_server.store.ports import ClaimStore
+from clock_server.store.ports import ClaimStore, EngineRegistry
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class AlarmEngine:
         self,
         settings: Settings,
         claims: ClaimStore,
+        registry: EngineRegistry,
         publisher: Publisher,
         clock: Clock,
         metrics: Metrics,
@@ -51,12 +53,26 @@ class AlarmEngine:
         self.heap = ClaimHeap(settings.heap_size)
         self.preload_waker = Waker(clock)
         self.ring_waker = Waker(clock)
+        self.liveness_waker = Waker(clock)
+        self.liveness = Liveness(
+            registry,
+            claims,
+            self.heap,
+            clock,
+            metrics,
+            instance_id=settings.instance_id,
+            lease_ms=settings.lease_ms,
+            heartbeat_s=settings.heartbeat_s,
+            dead_after_s=settings.engine_dead_after_s,
+            on_claims_returned=self._claims_returned,
+        )
         self.preloader = Preloader(
             claims,
             self.heap,
             clock,
             self.ring_waker,
             metrics,
+            self.liveness.claiming,
             window_ms=settings.preload_window_ms,
             interval_s=settings.preload_interval_s,
             lease_ms=settings.lease_ms,
@@ -83,15 +99,24 @@ class AlarmEngine:
         )
         self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)
         self._ring_loop = StepLoop("clock-ring", self.ringer.run_once, self.ring_waker)
+        self._liveness_loop = StepLoop(
+            "clock-liveness",
+            self.liveness.run_once,
+            self.liveness_waker,
+            error_pause_s=settings.heartbeat_s,
+        )
         self._started = False
+        self._gave_back = False
         self._wake_horizon_ms = wake_horizon_ms(settings)
 
     def start(self) -> None:
         try:
             # a connection per lane, the preloader's and one for maintenance
             self.claims.connect_ahead(self.settings.ring_lanes + 2)
-        except Exception as error:  # the loops connect when the database is back
+            self.liveness.join()
+        except Exception as error:  # the loops connect and join when the database is back
             log.warning("could not connect ahead: %s", error, extra={"action": "connect_failed"})
+        self._liveness_loop.start()
         self._ring_loop.start()
         self._preload_loop.start()
         self._started = True
@@ -101,8 +126,13 @@ class AlarmEngine:
         """An alarm was written that falls due at `due_ms`: claim it now if the next regular
         preload pass might come too late for it."""
         if due_ms <= self.clock.now_ms() + self._wake_horizon_ms:
-            self.preloader.rescan()
-            self.preload_waker.wake()
+            self._claims_returned()
+
+    def _claims_returned(self) -> None:
+        """Alarms became due that the preloader's next pass may not see: it scans from the
+        start, now."""
+        self.preloader.rescan()
+        self.preload_waker.wake()
 
     def stop(self, deadline: Deadline) -> None:
         """Stop claiming, give back what the heap holds, and let the ring batches in flight
@@ -110,15 +140,16 @@ class AlarmEngine:
         if not self._started:
             return
         self._started = False
-        for loop in (self._preload_loop, self._ring_loop):
+        loops = (self._preload_loop, self._ring_loop, self._liveness_loop)
+        for loop in loops:
             loop.stop()
-        for loop in (self._preload_loop, self._ring_loop):
+        for loop in loops:
             if not loop.join(deadline.remaining_s()):
                 log.error(
                     "%s did not stop in time", loop.name, extra={"action": "engine_stop_late"}
                 )
         self._give_back()
-        self.ringer.close(deadline)
+        self._leave_when_done(self.ringer.close(deadline))
 
     def finish(self, deadline: Deadline) -> None:
         """Wait for the ring batches still in flight until `deadline`. One still running then
@@ -126,11 +157,22 @@ class AlarmEngine:
         unfinished = self.ringer.close(deadline)
         if unfinished:
             log.error(
-                "%d ring batches still in flight at the shutdown deadline; their claims return "
-                "when their lease ends",
+                "%d ring batches still in flight at the shutdown deadline; another engine "
+                "takes their claims over once this one is silent",
                 unfinished,
                 extra={"action": "engine_stop_late"},
             )
+        self._leave_when_done(unfinished)
+
+    def _leave_when_done(self, unfinished: int) -> None:
+        """Leave the registry once no ring batch holds claims; with one still in flight, stay
+        listed, so that other engines take its claims over when this one falls silent."""
+        if unfinished or not self._gave_back:
+            return
+        try:
+            self.liveness.leave()
+        except Exception as error:
+            log.warning("could not leave the registry: %s", error, extra={"action": "leave_failed"})
 
     def _give_back(self) -> None:
         held = self.heap.drain()
@@ -138,11 +180,13 @@ class AlarmEngine:
             released = self.claims.release(held, self.clock.now_ms())
         except Exception:
             log.exception(
-                "could not give back %d claims; they return when their lease ends",
+                "could not give back %d claims; another engine takes them over once this one "
+                "is silent",
                 len(held),
                 extra={"action": "release_failed"},
             )
             return
+        self._gave_back = True
         log.info(
             "engine stopped; gave back %d of %d claims",
             released,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Callable
 
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.loop import Waker
@@ -16,7 +18,8 @@ log = logging.getLogger(__name__)
 
 
 class Preloader:
-    """Claims pending alarms due before now + window, earliest first, as far as the heap allows.
+    """Claims pending alarms due before now + window, earliest first, as far as the heap allows,
+    each under the engine id that `claiming()` gives (engine.liveness).
 
     A pass whose batch came back full is followed at once by another, which starts its scan
     at the due time where the last one stopped (the scan floor) instead of walking again the
@@ -33,6 +36,7 @@ class Preloader:
         clock: Clock,
         ring_waker: Waker,
         metrics: Metrics,
+        claiming: Callable[[], contextlib.AbstractContextManager[int]],
         *,
         window_ms: int,
         interval_s: float,
@@ -44,6 +48,7 @@ class Preloader:
         self.clock = clock
         self.ring_waker = ring_waker
         self.metrics = metrics
+        self.claiming = claiming
         self.window_ms = window_ms
         self.interval_s = interval_s
         self.lease_ms = lease_ms
@@ -69,9 +74,11 @@ class Preloader:
                 return self.interval_s
             horizon_ms = min(horizon_ms, latest - 1)
             limit = self.batch
-        claimed = self.claims.claim_due(horizon_ms, now_ms + self.lease_ms, limit, from_ms)
-        if claimed:
-            self._hold(claimed, now_ms)
+        lease_until_ms = now_ms + self.lease_ms
+        with self.claiming() as owner:
+            claimed = self.claims.claim_due(horizon_ms, lease_until_ms, limit, from_ms, owner)
+            if claimed:
+                self._hold(claimed, now_ms)
         if len(claimed) < limit:
             self._floor_ms = None
             return self.interval_s

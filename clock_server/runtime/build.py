@@ -19,6 +19,7 @@ from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import make_engine
+from clock_server.store.engines import SqlEngineRegistry
 from clock_server.timesource import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,9 @@ def build(
             queue_prefix=settings.queue_prefix,
             queue_type=settings.queue_type,
         )
-        engine = AlarmEngine(settings, SqlClaimStore(store), publisher, clock, metrics)
+        engine = AlarmEngine(
+            settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, clock, metrics
+        )
     if serve_http:
         assert tokens is not None
         services = Services(settings, store, clock, metrics, engine, publisher, tokens)

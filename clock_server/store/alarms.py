@@ -170,6 +170,7 @@ class AlarmStore:
                 values.update(
                     target_ring_at=changes.target_ring_at,
                     next_try_time=changes.target_ring_at,
+                    claimed_by=0,
                     version=alarm_table.c.version + 1,
                 )
             conn.execute(update(alarm_table).where(alarm_table.c.id == row.id).values(values))

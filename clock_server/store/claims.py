@@ -26,10 +26,16 @@ class SqlClaimStore:
         self.store = store
 
     def claim_due(
-        self, horizon_ms: int, lease_until_ms: int, limit: int, from_ms: int | None = None
+        self,
+        horizon_ms: int,
+        lease_until_ms: int,
+        limit: int,
+        from_ms: int | None = None,
+        owner: int = 0,
     ) -> list[Claim]:
         """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first;
-        with `from_ms`, only those with next_try_time >= from_ms.
+        with `from_ms`, only those with next_try_time >= from_ms. Each claimed row names
+        `owner` (a clock_engine id), so that its claims can be taken over if it dies.
 
         Each claimed row's next_try_time moves to `lease_until_ms`, out of the range the next
         scan reads; if this process dies, the alarm becomes due again when the lease ends.
@@ -55,7 +61,8 @@ class SqlClaimStore:
             for chunk in chunks([row[0] for row in rows], _ID_CHUNK):
                 conn.exec_driver_sql(
                     f"UPDATE {_TABLE} SET next_try_time = {int(lease_until_ms)},"
-                    f" version = version + 1 WHERE id IN ({id_list(chunk)})"
+                    f" claimed_by = {int(owner)}, version = version + 1"
+                    f" WHERE id IN ({id_list(chunk)})"
                 )
         return [
             Claim(due_ms=due_ms, id=alarm_id, version=version + 1)
@@ -78,6 +85,7 @@ class SqlClaimStore:
                     )
                     .values(
                         next_try_time=case({c.id: c.due_ms for c in chunk}, value=by_id),
+                        claimed_by=0,
                         version=alarm_table.c.version + 1,
                         update_time=now_ms,
                     )
@@ -144,6 +152,7 @@ class SqlRingTransaction:
                 .where(alarm_table.c.id.in_([alarm_id for alarm_id, _ in chunk]))
                 .values(
                     next_try_time=case(dict(chunk), value=alarm_table.c.id),
+                    claimed_by=0,
                     retry_times=alarm_table.c.retry_times + 1,
                     version=alarm_table.c.version + 1,
                     update_time=now_ms,

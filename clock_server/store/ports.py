@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from clock_server.model import Claim, RingRow
+from clock_server.model import Claim, EngineRecord, RingRow
 
 
 class RingTransaction(Protocol):
@@ -41,10 +41,15 @@ class ClaimStore(Protocol):
     """Leases on due alarms: taken in batches, valid while the row's version holds."""
 
     def claim_due(
-        self, horizon_ms: int, lease_until_ms: int, limit: int, from_ms: int | None = None
+        self,
+        horizon_ms: int,
+        lease_until_ms: int,
+        limit: int,
+        from_ms: int | None = None,
+        owner: int = 0,
     ) -> list[Claim]:
         """Claim up to `limit` pending alarms due by `horizon_ms` (and from `from_ms`, when
-        given), earliest first, each leased until `lease_until_ms`."""
+        given), earliest first, each leased until `lease_until_ms` to the engine `owner`."""
         ...
 
     def release(self, claims: Sequence[Claim], now_ms: int) -> int:
@@ -65,4 +70,36 @@ class BacklogCounter(Protocol):
 
     def count_overdue(self, before_ms: int) -> int:
         """Pending alarms whose next try was due before `before_ms`."""
+        ...
+
+
+class Takeover(NamedTuple):
+    """What giving back a dead engine's claims did."""
+
+    released: int  # due again now or at their target, for any engine to claim
+    held: int  # locked by a transaction still open (a ring batch in flight); tried again
+
+
+class EngineRegistry(Protocol):
+    """Live engines and their heartbeats; the claims of a silent one are given back."""
+
+    def register(self, instance_id: str, lease_ms: int, now_ms: int) -> int:
+        """Add a live engine; returns the id its claims carry."""
+        ...
+
+    def heartbeat(self, engine_id: int, now_ms: int) -> bool:
+        """Say the engine is alive; False once another engine has declared it dead."""
+        ...
+
+    def declare_dead(self, silent_since_ms: int, now_ms: int) -> list[EngineRecord]:
+        """Mark dead every engine silent since before `silent_since_ms`; returns every engine
+        marked dead and not yet removed."""
+        ...
+
+    def take_over(self, dead: EngineRecord, now_ms: int) -> Takeover:
+        """Give back the claims `dead` holds, except rows another transaction has locked."""
+        ...
+
+    def remove(self, engine_id: int) -> None:
+        """Forget an engine."""
         ...

@@ -44,6 +44,10 @@ alarm_table = Table(
     # Bumped whenever a claim is taken or given up or the due time moves, so the ring
     # thread can tell a stale in-memory entry from a live one.
     Column("version", BigInteger, nullable=False, server_default="0"),
+    # The clock_engine row of the engine holding the claim, 0 when none does; only meaningful
+    # while next_try_time is a claim's lease end. A fixed-size integer, so that claiming
+    # rewrites the row in place.
+    Column("claimed_by", Integer, nullable=False, server_default="0"),
     Column("create_time", BigInteger, nullable=False),
     Column("update_time", BigInteger, nullable=False),
     UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),
@@ -67,4 +71,19 @@ ALARM_COLUMNS = (
     alarm_table.c.rung_at,
     alarm_table.c.create_time,
     alarm_table.c.update_time,
+)
+
+# One row per running engine: it beats every CLOCK_HEARTBEAT_S; once silent for
+# CLOCK_ENGINE_DEAD_AFTER_S another engine sets dead_at and gives its claims back.
+engine_table = Table(
+    "clock_engine",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("instance_id", String(128), nullable=False),
+    Column("started_at", BigInteger, nullable=False),
+    Column("heartbeat_at", BigInteger, nullable=False),
+    Column("lease_ms", BigInteger, nullable=False),
+    Column("dead_at", BigInteger, nullable=True),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
 )

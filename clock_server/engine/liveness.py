@@ -1,0 +1,163 @@
+"""The engine's heartbeat, and taking over the claims of engines that fell silent.
+
+Every engine beats in the registry each CLOCK_HEARTBEAT_S. One silent for longer than
+CLOCK_ENGINE_DEAD_AFTER_S is declared dead by the first live engine to notice, which gives
+its claims back at once, so they ring within seconds of the death instead of at the end of
+their lease. The row versions fence a dead engine that was only stalled: a claim given back
+changes its version, so the stalled engine's ring batch no longer finds it live. When the
+stalled engine beats again it learns it was declared dead, drops what it held and joins
+again under a new id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+
+from clock_server.engine.heap import ClaimHeap
+from clock_server.metrics import Metrics
+from clock_server.model import EngineRecord
+from clock_server.store.ports import ClaimStore, EngineRegistry
+from clock_server.timesource import Clock
+
+log = logging.getLogger(__name__)
+
+
+class Liveness:
+    """This engine's membership of the registry: one step beats, then declares dead and
+    takes over the engines that stopped beating."""
+
+    def __init__(
+        self,
+        registry: EngineRegistry,
+        claims: ClaimStore,
+        heap: ClaimHeap,
+        clock: Clock,
+        metrics: Metrics,
+        *,
+        instance_id: str,
+        lease_ms: int,
+        heartbeat_s: float,
+        dead_after_s: float,
+        on_claims_returned: Callable[[], None],
+    ) -> None:
+        self.registry = registry
+        self.claims = claims
+        self.heap = heap
+        self.clock = clock
+        self.metrics = metrics
+        self.instance_id = instance_id
+        self.lease_ms = lease_ms
+        self.heartbeat_s = heartbeat_s
+        self.dead_after_ms = int(dead_after_s * 1000)
+        self.on_claims_returned = on_claims_returned
+        self.engine_id: int | None = None  # the registry id this engine's claims carry
+        self._id_lock = threading.Lock()  # held while claiming under the id and changing it
+        self._beating_since_ms: int | None = None
+
+    @contextlib.contextmanager
+    def claiming(self) -> Iterator[int]:
+        """The id to claim under, joining first if this engine has not yet. The id does not
+        change until the block ends."""
+        with self._id_lock:
+            if self.engine_id is None:
+                self._join_locked(self.clock.now_ms())
+            assert self.engine_id is not None
+            yield self.engine_id
+
+    def join(self) -> None:
+        """Register this engine now, unless it has already joined."""
+        with self.claiming():
+            pass
+
+    def leave(self) -> None:
+        """Remove this engine from the registry; call it once it holds no claim."""
+        with self._id_lock:
+            engine_id, self.engine_id = self.engine_id, None
+        if engine_id is not None:
+            self.registry.remove(engine_id)
+
+    def run_once(self) -> float:
+        """Beat, then judge the others; returns seconds until the next step."""
+        now_ms = self.clock.now_ms()
+        try:
+            self._beat(now_ms)
+        except Exception:
+            self._beating_since_ms = None
+            raise
+        if self._may_judge(now_ms):
+            for record in self.registry.declare_dead(now_ms - self.dead_after_ms, now_ms):
+                if record.id != self.engine_id:
+                    self._take_over(record, now_ms)
+        return self.heartbeat_s
+
+    def _join_locked(self, now_ms: int) -> None:
+        self.engine_id = self.registry.register(self.instance_id, self.lease_ms, now_ms)
+        self._beating_since_ms = now_ms
+        log.info(
+            "engine %s joined as %d",
+            self.instance_id,
+            self.engine_id,
+            extra={"action": "engine_joined"},
+        )
+
+    def _beat(self, now_ms: int) -> None:
+        if self.engine_id is None:
+            self.join()
+        elif not self.registry.heartbeat(self.engine_id, now_ms):
+            self._rejoin(now_ms)
+        elif self._beating_since_ms is None:
+            self._beating_since_ms = now_ms
+
+    def _may_judge(self, now_ms: int) -> bool:
+        """Only an engine that has itself been beating for a while judges others: after an
+        outage of the database every engine's last beat is old, and the others need a
+        chance to beat again before they are taken for dead."""
+        since = self._beating_since_ms
+        return since is not None and now_ms - since >= self.dead_after_ms // 2
+
+    def _rejoin(self, now_ms: int) -> None:
+        """Declared dead while alive (stalled, or cut off from the database): what the heap
+        holds may have been taken over, so drop it, give back what is still ours, and join
+        again under a new id."""
+        with self._id_lock:
+            old_id = self.engine_id
+            self._join_locked(now_ms)
+            held = self.heap.drain()
+            released = self.claims.release(held, now_ms)
+        self.metrics.fenced.inc()
+        self.metrics.heap_size.set(len(self.heap))
+        log.error(
+            "engine %s was declared dead as %s and joined again as %s: dropped %d claims, "
+            "gave back the %d still its own",
+            self.instance_id,
+            old_id,
+            self.engine_id,
+            len(held),
+            released,
+            extra={"action": "engine_fenced"},
+        )
+        self.on_claims_returned()
+
+    def _take_over(self, dead: EngineRecord, now_ms: int) -> None:
+        taken = self.registry.take_over(dead, now_ms)
+        if taken.released:
+            self.metrics.taken_over.inc(taken.released)
+            self.on_claims_returned()
+        # Past the end of its last possible lease, every claim it had has come back anyway.
+        finished = taken.held == 0 or now_ms >= (dead.dead_at or now_ms) + dead.lease_ms
+        if finished:
+            self.registry.remove(dead.id)
+            self.metrics.engines_dead.inc()
+        if taken.released or finished:
+            log.warning(
+                "engine %s (%d) silent for %d ms: took over %d of its claims, %d still held",
+                dead.instance_id,
+                dead.id,
+                now_ms - dead.heartbeat_at,
+                taken.released,
+                taken.held,
+                extra={"action": "claims_taken_over"},
+            )

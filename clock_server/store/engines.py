@@ -1,0 +1,134 @@
+"""The registry of live engines on SQL: each engine's heartbeat, and giving a silent
+engine's claims back (the interface is store.ports.EngineRegistry).
+
+A claim names its engine (`clock.claimed_by`) and keeps its lease end in next_try_time. The
+claims of an engine found dead are therefore the pending rows with its id whose
+next_try_time lies between now and now plus its lease: found by the (status,
+next_try_time) index with no index of their own, so claiming writes nothing more than an
+integer in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Row, delete, insert, select, update
+
+from clock_server.model import PENDING, EngineRecord
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.ports import Takeover
+from clock_server.store.schema import alarm_table, engine_table
+from clock_server.store.sql import chunks, id_list, translate_errors
+
+_TABLE = alarm_table.name
+_ID_CHUNK = 1_000
+# A dead engine's clock may have run ahead of ours: look this far past its lease for claims.
+CLOCK_SKEW_MARGIN_MS = 5_000
+
+
+class SqlEngineRegistry:
+    """Engines beat in `clock_engine`; the claims of one found silent are given back."""
+
+    def __init__(self, store: AlarmStore) -> None:
+        self.store = store
+
+    def register(self, instance_id: str, lease_ms: int, now_ms: int) -> int:
+        """Add a live engine; returns its id, which its claims carry."""
+        with translate_errors(), self.store.engine.begin() as conn:
+            result = conn.execute(
+                insert(engine_table).values(
+                    instance_id=instance_id[:128],
+                    started_at=now_ms,
+                    heartbeat_at=now_ms,
+                    lease_ms=lease_ms,
+                )
+            )
+            key = result.inserted_primary_key
+            assert key is not None
+            return int(key[0])
+
+    def heartbeat(self, engine_id: int, now_ms: int) -> bool:
+        """Say the engine is alive; False once another engine has declared it dead."""
+        table = engine_table.c
+        with translate_errors(), self.store.engine.begin() as conn:
+            result = conn.execute(
+                update(engine_table)
+                .where(table.id == engine_id, table.dead_at.is_(None))
+                .values(heartbeat_at=now_ms)
+            )
+            return result.rowcount == 1
+
+    def declare_dead(self, silent_since_ms: int, now_ms: int) -> list[EngineRecord]:
+        """Mark dead every engine whose last beat was before `silent_since_ms`; returns all
+        engines marked dead whose claims may not all have been given back yet."""
+        table = engine_table.c
+        with translate_errors(), self.store.engine.begin() as conn:
+            conn.execute(
+                update(engine_table)
+                .where(table.dead_at.is_(None), table.heartbeat_at < silent_since_ms)
+                .values(dead_at=now_ms)
+            )
+            rows = conn.execute(select(engine_table).where(table.dead_at.is_not(None))).all()
+        return [_record(row) for row in rows]
+
+    def live_engines(self) -> list[EngineRecord]:
+        """The engines not declared dead, oldest first."""
+        query = select(engine_table).where(engine_table.c.dead_at.is_(None))
+        with translate_errors(), self.store.engine.connect() as conn:
+            rows = conn.execute(query.order_by(engine_table.c.id)).all()
+        return [_record(row) for row in rows]
+
+    def take_over(self, dead: EngineRecord, now_ms: int) -> Takeover:
+        """Give back the claims `dead` holds: each alarm is due again at its target (a retry:
+        now) and its version moves, so the dead engine can no longer ring it if it was only
+        stalled. Rows another transaction has locked (its ring batch in flight) are left to
+        it and counted as held."""
+        upper_ms = now_ms + dead.lease_ms + CLOCK_SKEW_MARGIN_MS
+        with translate_errors(), self.store.engine.begin() as conn:
+            candidates = self._claims_of(conn, dead.id, now_ms, upper_ms)
+            released = 0
+            for chunk in chunks(candidates, _ID_CHUNK):
+                ids = self._lock_unheld(conn, dead.id, chunk)
+                if ids:
+                    conn.exec_driver_sql(
+                        f"UPDATE {_TABLE} SET next_try_time = CASE WHEN retry_times = 0"
+                        f" THEN target_ring_at ELSE {int(now_ms)} END, claimed_by = 0,"
+                        f" version = version + 1, update_time = {int(now_ms)}"
+                        f" WHERE id IN ({id_list(ids)})"
+                    )
+                released += len(ids)
+        return Takeover(released=released, held=len(candidates) - released)
+
+    def remove(self, engine_id: int) -> None:
+        """Forget an engine: it stopped, or its claims have all been given back."""
+        with translate_errors(), self.store.engine.begin() as conn:
+            conn.execute(delete(engine_table).where(engine_table.c.id == engine_id))
+
+    def _claims_of(self, conn: Connection, engine_id: int, now_ms: int, upper_ms: int) -> list[int]:
+        """A plain read, which locks nothing: a locking read would lock every row it passes,
+        the other engines' claims too."""
+        hint = " FORCE INDEX (ix_clock_status_next_try_time)" if self.store.caps.index_hints else ""
+        rows = conn.exec_driver_sql(
+            f"SELECT id FROM {_TABLE}{hint} WHERE status = '{PENDING}'"
+            f" AND next_try_time > {int(now_ms)} AND next_try_time <= {int(upper_ms)}"
+            f" AND claimed_by = {int(engine_id)}"
+        ).all()
+        return [row[0] for row in rows]
+
+    def _lock_unheld(self, conn: Connection, engine_id: int, ids: Sequence[int]) -> list[int]:
+        """Lock those of `ids` that are still the engine's and that nobody else holds."""
+        caps = self.store.caps
+        if not caps.row_locks:  # SQLite: this transaction holds the whole file
+            return list(ids)
+        by_id = " FORCE INDEX (PRIMARY)" if caps.index_hints else ""
+        skip = " SKIP LOCKED" if caps.skip_locked else ""
+        rows = conn.exec_driver_sql(
+            f"SELECT id FROM {_TABLE}{by_id} WHERE id IN ({id_list(ids)})"
+            f" AND status = '{PENDING}' AND claimed_by = {int(engine_id)} FOR UPDATE{skip}"
+        ).all()
+        return [row[0] for row in rows]
+
+
+def _record(row: Row[Any]) -> EngineRecord:
+    return EngineRecord(**row._mapping)
