@@ -25,7 +25,7 @@ from sqlalchemy.pool import NullPool
 
 from clock_server.store import migrate
 from clock_server.store.db import make_engine
-from clock_server.store.schema import alarm_table
+from clock_server.store.schema import alarm_table, engine_table
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 MARIADB_URL = os.environ.get("CLOCK_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306")
@@ -392,6 +392,16 @@ class Cluster:
         try:
             with engine.connect() as conn:
                 return list(conn.execute(select(alarm_table)).all())
+        finally:
+            engine.dispose()
+
+    def engine_id(self, instance_id: str) -> int:
+        """The registry id of the engine running as `instance_id` (its claims carry it)."""
+        engine = make_engine(self.database_url, pool_size=1)
+        query = select(engine_table.c.id).where(engine_table.c.instance_id == instance_id)
+        try:
+            with engine.connect() as conn:
+                return int(conn.execute(query).scalar_one())
         finally:
             engine.dispose()
 

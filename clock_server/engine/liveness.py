@@ -55,7 +55,8 @@ class Liveness:
         self.on_claims_returned = on_claims_returned
         self.engine_id: int | None = None  # the registry id this engine's claims carry
         self._id_lock = threading.Lock()  # held while claiming under the id and changing it
-        self._beating_since_ms: int | None = None
+        # When this engine may judge others again; None while its own beats fail.
+        self._judges_from_ms: int | None = 0
 
     @contextlib.contextmanager
     def claiming(self) -> Iterator[int]:
@@ -85,9 +86,13 @@ class Liveness:
         try:
             self._beat(now_ms)
         except Exception:
-            self._beating_since_ms = None
+            self._judges_from_ms = None
             raise
-        if self._may_judge(now_ms):
+        if self._judges_from_ms is None:
+            # Back after its own beats failed (most likely the database was away for every
+            # engine): the others need a chance to beat again before they are taken for dead.
+            self._judges_from_ms = now_ms + self.dead_after_ms // 2
+        if now_ms >= self._judges_from_ms:
             for record in self.registry.declare_dead(now_ms - self.dead_after_ms, now_ms):
                 if record.id != self.engine_id:
                     self._take_over(record, now_ms)
@@ -95,7 +100,6 @@ class Liveness:
 
     def _join_locked(self, now_ms: int) -> None:
         self.engine_id = self.registry.register(self.instance_id, self.lease_ms, now_ms)
-        self._beating_since_ms = now_ms
         log.info(
             "engine %s joined as %d",
             self.instance_id,
@@ -108,15 +112,6 @@ class Liveness:
             self.join()
         elif not self.registry.heartbeat(self.engine_id, now_ms):
             self._rejoin(now_ms)
-        elif self._beating_since_ms is None:
-            self._beating_since_ms = now_ms
-
-    def _may_judge(self, now_ms: int) -> bool:
-        """Only an engine that has itself been beating for a while judges others: after an
-        outage of the database every engine's last beat is old, and the others need a
-        chance to beat again before they are taken for dead."""
-        since = self._beating_since_ms
-        return since is not None and now_ms - since >= self.dead_after_ms // 2
 
     def _rejoin(self, now_ms: int) -> None:
         """Declared dead while alive (stalled, or cut off from the database): what the heap

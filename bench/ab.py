@@ -1,0 +1,116 @@
+"""Old code against new in one sitting: steady runs or bursts, alternating, on one machine.
+
+    python -m bench.ab --old f78438a --scenario steady --rate 1000 --seconds 30 --pairs 3
+    python -m bench.ab --old f78438a --scenario burst --alarms 100000 --pairs 2
+
+The old revision is checked out into a temporary git worktree and its server runs from there
+(PYTHONPATH first); the new one is this checkout. Each run gets a fresh database, migrated by
+the code under test. Prints each run's figures and the medians, old then new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench import scenarios
+
+ROOT = Path(__file__).resolve().parent.parent
+STEADY_FIGURES = (
+    ("received p99 ms", ("received_lateness_ms", "p99")),
+    ("published p99 ms", ("published_lateness_ms", "p99")),
+    ("engine µs/alarm", ("engine_cpu_us_per_alarm",)),
+    ("mariadb µs/alarm", ("mariadb_cpu_us_per_alarm",)),
+    ("lost", ("lost",)),
+    ("early", ("early",)),
+)
+BURST_FIGURES = (
+    ("rings/s", ("ring_rate_per_s",)),
+    ("engine µs/alarm", ("engine_cpu_us_per_alarm",)),
+    ("mariadb µs/alarm", ("mariadb_cpu_us_per_alarm",)),
+    ("lost", ("lost",)),
+)
+
+
+@contextmanager
+def worktree(revision: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="clock-ab-") as tmp:
+        path = Path(tmp) / "old"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(path), revision],
+            check=True,
+        )
+        try:
+            yield path
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)], check=False
+            )
+
+
+@contextmanager
+def code_from(path: Path | None) -> Iterator[None]:
+    """Servers started in the block import clock_server from `path` (None: this checkout)."""
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(path or ROOT)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def figure(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = result
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return float(value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--old", required=True, help="the git revision to compare against")
+    parser.add_argument("--scenario", choices=("steady", "burst"), default="steady")
+    parser.add_argument("--rate", type=float, default=1_000)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--alarms", type=int, default=100_000)
+    parser.add_argument("--pairs", type=int, default=3)
+    args = parser.parse_args()
+    figures = STEADY_FIGURES if args.scenario == "steady" else BURST_FIGURES
+    results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    with worktree(args.old) as old_path, tempfile.TemporaryDirectory() as work:
+        for pair in range(args.pairs):
+            order = ("old", "new") if pair % 2 == 0 else ("new", "old")
+            for side in order:
+                with code_from(old_path if side == "old" else None):
+                    if args.scenario == "steady":
+                        result = scenarios.steady(Path(work), args.rate, args.seconds)
+                    else:
+                        result = scenarios.burst(Path(work), args.alarms)
+                results[side].append(result)
+                shown = ", ".join(f"{name} {figure(result, path)}" for name, path in figures)
+                print(f"[ab] pair {pair + 1} {side}: {shown}", flush=True)
+    for name, path in figures:
+        line = []
+        for side in ("old", "new"):
+            values = [v for r in results[side] if (v := figure(r, path)) is not None]
+            median = statistics.median(values) if values else float("nan")
+            line.append(f"{side} {median:.1f} {[round(v, 1) for v in values]}")
+        print(f"[ab] {name}: median {'; '.join(line)}")
+
+
+if __name__ == "__main__":
+    main()

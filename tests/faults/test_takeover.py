@@ -1,0 +1,156 @@
+"""Takeover with the default heartbeat settings: an engine that dies, or stalls, while it holds
+claims; its claims ring within seconds of the fault, not a 30 s lease later.
+
+Each case is judged by alarm id as in test_faults.py. The orphans are the alarms the faulty
+server held claimed (`claimed_by`) when the fault struck; each case reports the time from the
+fault to the last orphan rung and asserts the p99 of their lateness.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.faults.harness import Verdict, judge
+from tests.support import Cluster, ServerProcess
+
+pytestmark = [
+    pytest.mark.fault,
+    pytest.mark.process,
+    pytest.mark.mariadb,
+    pytest.mark.rabbitmq,
+    pytest.mark.timeout(180),
+]
+
+LANES, RING_BATCH = 4, 100
+IN_FLIGHT = LANES * RING_BATCH
+TAKEOVER_BOUND_MS = 3_000
+# The default lease, window and heartbeat; small ring batches bound what a fault catches.
+DEFAULTS = {
+    "CLOCK_RING_LANES": str(LANES),
+    "CLOCK_RING_BATCH": str(RING_BATCH),
+    "CLOCK_LEASE_S": "30",
+    "CLOCK_PRELOAD_WINDOW_S": "10",
+    "CLOCK_PRELOAD_INTERVAL_S": "1",
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def p99(values: list[int]) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, (len(ordered) * 99) // 100)]
+
+
+def orphans_of(cluster: Cluster, instance_id: str) -> set[int]:
+    """The alarms the engine running as `instance_id` holds claimed now."""
+    engine_id = cluster.engine_id(instance_id)
+    return {
+        row.id for row in cluster.rows() if row.status == "pending" and row.claimed_by == engine_id
+    }
+
+
+def takeover_figures(verdict: Verdict, rows: list, orphans: set[int], fault_at: int) -> dict:
+    targets = {row.id: row.target_ring_at for row in rows}
+    lateness = [max(verdict.first_received[i] - targets[i], 0) for i in orphans]
+    return {
+        "orphans": len(orphans),
+        "p99_ms": p99(lateness),
+        "max_ms": max(lateness),
+        "fault_to_last_ms": max(verdict.first_received[i] for i in orphans) - fault_at,
+        "late": sorted(i for i in orphans if verdict.first_received[i] - targets[i] > 3_000),
+    }
+
+
+def report(name: str, figures: dict, verdict: Verdict) -> None:
+    print(
+        f"\n[{name}] {figures['orphans']} orphaned claims: lateness p99 {figures['p99_ms']} ms, "
+        f"max {figures['max_ms']} ms; last orphan rung {figures['fault_to_last_ms']} ms after "
+        f"the fault; {len(figures['late'])} over 3 s; {verdict.summary()}"
+    )
+
+
+def start_ringing(cluster: Cluster, server: ServerProcess, delivered: int) -> list[int]:
+    """3,000 alarms due over 3 s from 1 s on, every third with a 60 s cutoff; returns once
+    `delivered` have arrived."""
+    ids = cluster.create_batch(
+        server, 3_000, spread_ms=3_000, offset_ms=1_000, cutoff_every=3, cutoff_ms=60_000
+    )
+    assert cluster.collector.wait_for(delivered, 10), "the server did not start ringing"
+    return ids
+
+
+def test_a_server_killed_while_ringing_and_restarted_under_a_new_id_rings_its_claims_in_seconds(
+    cluster: Cluster,
+):
+    victim = cluster.server("first-life", **DEFAULTS).start()
+    ids = start_ringing(cluster, victim, 1_000)
+    victim.kill()
+    killed_at = now_ms()
+    orphans = orphans_of(cluster, "first-life")
+    assert orphans, "everything rang before the kill"
+    # Restarted as systemd or Kubernetes would: a new process, so a new instance id.
+    cluster.server("second-life", **DEFAULTS).start()
+    assert cluster.collector.wait_for(3_000, 15)
+    rows = cluster.wait_all_rung()
+    verdict = judge(ids, rows, cluster.collector.snapshot())
+    figures = takeover_figures(verdict, rows, orphans, killed_at)
+    report("SIGKILL, restarted with a new instance id", figures, verdict)
+    verdict.assert_sound(max_duplicates=IN_FLIGHT)
+    assert figures["p99_ms"] <= TAKEOVER_BOUND_MS, figures
+
+
+def test_two_servers_one_killed_the_survivor_rings_its_claims_in_seconds(cluster: Cluster):
+    victim = cluster.server("victim", **DEFAULTS).start()
+    ids = cluster.create_batch(victim, 3_000, spread_ms=3_000, offset_ms=2_000)
+    cluster.server("survivor", **DEFAULTS).start()  # the victim has claimed them all by now
+    assert cluster.collector.wait_for(1_000, 10), "the server did not start ringing"
+    victim.kill()
+    killed_at = now_ms()
+    orphans = orphans_of(cluster, "victim")
+    assert orphans, "the victim held no claim at the kill"
+    assert cluster.collector.wait_for(3_000, 15)
+    rows = cluster.wait_all_rung()
+    verdict = judge(ids, rows, cluster.collector.snapshot())
+    figures = takeover_figures(verdict, rows, orphans, killed_at)
+    report("two servers, one SIGKILLed", figures, verdict)
+    verdict.assert_sound(max_duplicates=IN_FLIGHT)
+    assert figures["p99_ms"] <= TAKEOVER_BOUND_MS, figures
+
+
+def test_a_server_stalled_for_ten_seconds_rings_nothing_the_survivor_took_over(
+    cluster: Cluster,
+):
+    stalled = cluster.server("stalled", **DEFAULTS).start()
+    ids = cluster.create_batch(stalled, 3_000, spread_ms=3_000, offset_ms=2_000)
+    cluster.server("survivor", **DEFAULTS).start()
+    assert cluster.collector.wait_for(1_000, 10), "the server did not start ringing"
+    assert stalled.process is not None
+    stalled.process.send_signal(signal.SIGSTOP)
+    stopped_at = now_ms()
+    try:
+        orphans = orphans_of(cluster, "stalled")
+        assert orphans, "the stalled server held no claim"
+        time.sleep(10)
+    finally:
+        stalled.process.send_signal(signal.SIGCONT)
+    resumed_at = now_ms()
+    assert cluster.collector.wait_for(3_000, 15)
+    rows = cluster.wait_all_rung()
+    time.sleep(2)  # anything the resumed server still published would arrive meanwhile
+    verdict = judge(ids, rows, cluster.collector.snapshot())
+    figures = takeover_figures(verdict, rows, orphans, stopped_at)
+    report("two servers, one SIGSTOPped for 10 s", figures, verdict)
+    # Only rows it had locked before the stall are its to ring when it resumes: those ring
+    # late, and the rest the survivor rang, with no second copy from the stalled server.
+    verdict.assert_sound(max_duplicates=IN_FLIGHT)
+    assert len(figures["late"]) <= IN_FLIGHT, figures
+    assert all(verdict.first_received[i] >= resumed_at for i in figures["late"])
+    assert figures["p99_ms"] <= TAKEOVER_BOUND_MS, figures
+    assert stalled.process.poll() is None, "the stalled server died"
+    # its first beat after the stall told it it had been declared dead
+    assert "was declared dead" in stalled.log_path.read_text()

@@ -1,0 +1,146 @@
+"""Heartbeats and takeover, stepped with the fake clock against SQLite and the real MariaDB:
+a survivor rings a silent engine's claims seconds after it fell silent, and the silent engine,
+if it was only stalled, rings none of them when it comes back."""
+
+from __future__ import annotations
+
+import pytest
+
+from clock_server.deadline import Deadline
+from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.errors import Unavailable
+from clock_server.metrics import Metrics
+from clock_server.model import NewAlarm
+from clock_server.settings import Settings
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.claims import SqlClaimStore
+from clock_server.store.engines import SqlEngineRegistry
+from clock_server.testing import InMemoryPublisher, SettableClock
+
+from .support import drive
+
+HEARTBEAT_MS = 500
+DEAD_AFTER_MS = 2_000
+
+
+def make(store: AlarmStore, clock: SettableClock, name: str) -> AlarmEngine:
+    settings = Settings(instance_id=name, ring_lanes=1, ring_lead_ms=0, claim_batch=100)
+    assert settings.heartbeat_s * 1000 == HEARTBEAT_MS  # the defaults are what is tested
+    assert settings.engine_dead_after_s * 1000 == DEAD_AFTER_MS
+    return AlarmEngine(
+        settings,
+        SqlClaimStore(store),
+        SqlEngineRegistry(store),
+        InMemoryPublisher(),
+        clock,
+        Metrics(),
+    )
+
+
+def sent_ids(engine: AlarmEngine) -> list[int]:
+    publisher = engine.publisher
+    assert isinstance(publisher, InMemoryPublisher)
+    return [int(message.message_id) for message in publisher.published]
+
+
+def test_a_survivor_rings_a_silent_engines_claims_on_time_and_the_stalled_one_rings_none(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    start = fake_clock.now_ms()
+    alarms = [NewAlarm("app", f"b{i}", "p", start + 3_000 + i, None) for i in range(50)]
+    ids = [alarm.id for alarm, _ in store.create_many(alarms, start)]
+    stalled, survivor = make(store, fake_clock, "stalled"), make(store, fake_clock, "survivor")
+    stalled.liveness.run_once()
+    survivor.liveness.run_once()
+    stalled.preloader.run_once()
+    survivor.preloader.run_once()
+    assert len(stalled.heap) == 50 and len(survivor.heap) == 0
+
+    taken_at = None
+    for now in range(start + HEARTBEAT_MS, start + 2_900, HEARTBEAT_MS):
+        fake_clock.set(now)
+        survivor.liveness.run_once()
+        survivor.preloader.run_once()
+        if taken_at is None and len(survivor.heap):
+            taken_at = now
+    # silent for more than the limit at the first beat after it: 2.5 s after its last beat
+    assert taken_at == start + DEAD_AFTER_MS + HEARTBEAT_MS
+    assert len(survivor.heap) == 50
+    assert survivor.metrics.taken_over._value.get() == 50
+
+    drive(survivor, fake_clock, start + 3_100)
+    assert sorted(sent_ids(survivor)) == sorted(ids)
+    rung = store.list("app", "rung", 100, None)
+    assert len(rung) == 50 and all(alarm.rung_at == alarm.target_ring_at for alarm in rung)
+
+    # The stalled engine comes back: its claims were taken over, so it rings none of them,
+    # and its first beat tells it it was declared dead.
+    old_id = stalled.liveness.engine_id
+    drive(stalled, fake_clock, start + 3_200)
+    assert sent_ids(stalled) == []
+    stalled.liveness.run_once()
+    assert stalled.metrics.fenced._value.get() == 1
+    assert len(stalled.heap) == 0
+    assert stalled.liveness.engine_id not in (None, old_id)
+    live = {record.instance_id for record in SqlEngineRegistry(store).live_engines()}
+    assert live == {"stalled", "survivor"}
+    for engine in (stalled, survivor):
+        assert engine.ringer.close(Deadline(5)) == 0
+
+
+class CutOffRegistry(SqlEngineRegistry):
+    """The real registry, cut off from this engine while `cut` is set (its beats fail as a
+    lost database connection makes them fail)."""
+
+    cut = False
+
+    def heartbeat(self, engine_id: int, now_ms: int) -> bool:
+        if self.cut:
+            raise Unavailable("database unavailable: cut off")
+        return super().heartbeat(engine_id, now_ms)
+
+
+def test_an_engine_whose_beats_failed_gives_the_others_time_to_beat_before_judging(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    start = fake_clock.now_ms()
+    registry = CutOffRegistry(store)
+    judge = AlarmEngine(
+        Settings(instance_id="judge"),
+        SqlClaimStore(store),
+        registry,
+        InMemoryPublisher(),
+        fake_clock,
+        Metrics(),
+    )
+    judge.liveness.run_once()
+    other = registry.register("other", 30_000, start)
+    registry.cut = True  # both were cut off from the database for 5 s
+    fake_clock.set(start + 5_000)
+    with pytest.raises(Unavailable):
+        judge.liveness.run_once()
+    registry.cut = False
+    for now in (start + 5_000, start + 5_000 + DEAD_AFTER_MS // 2 - 1):
+        fake_clock.set(now)
+        judge.liveness.run_once()
+        assert other in {record.id for record in registry.live_engines()}
+    fake_clock.set(start + 5_000 + DEAD_AFTER_MS // 2)
+    judge.liveness.run_once()  # the other had a second to beat again, and did not
+    assert other not in {record.id for record in registry.live_engines()}
+
+
+def test_a_new_engine_judges_at_once(store: AlarmStore, fake_clock: SettableClock):
+    """A process restarted after a crash takes its former self's claims over without delay."""
+    registry = SqlEngineRegistry(store)
+    former = registry.register("former", 30_000, fake_clock.now_ms() - DEAD_AFTER_MS - 1)
+    make(store, fake_clock, "restarted").liveness.run_once()
+    assert former not in {record.id for record in registry.live_engines()}
+
+
+def test_an_engine_that_stops_leaves_the_registry(store: AlarmStore, fake_clock: SettableClock):
+    engine = make(store, fake_clock, "leaving")
+    engine.start()
+    registry = SqlEngineRegistry(store)
+    assert [record.instance_id for record in registry.live_engines()] == ["leaving"]
+    engine.stop(Deadline(5))
+    assert registry.live_engines() == []
