@@ -339,6 +339,8 @@ class Cluster:
             "CLOCK_PRELOAD_WINDOW_S": "0.5",
             "CLOCK_PRELOAD_INTERVAL_S": "0.1",
             "CLOCK_LEASE_S": "2",
+            "CLOCK_HEARTBEAT_S": "0.25",
+            "CLOCK_ENGINE_DEAD_AFTER_S": "1",
             "CLOCK_RETRY_BASE_S": "0.2",
             "CLOCK_RETRY_CAP_S": "0.5",
             "CLOCK_SHUTDOWN_TIMEOUT_S": "5",

@@ -28,6 +28,9 @@ def test_the_defaults_are_valid():
         ({"ring_lead_max_ms": 1_001}, "CLOCK_RING_LEAD_MAX_MS"),
         ({"batch_max_bytes": 0}, "CLOCK_BATCH_MAX_BYTES"),
         ({"queue_type": "stream"}, "CLOCK_QUEUE_TYPE"),
+        ({"heartbeat_s": 0}, "CLOCK_HEARTBEAT_S"),
+        ({"heartbeat_s": 1.5, "engine_dead_after_s": 2.9}, "CLOCK_ENGINE_DEAD_AFTER_S"),
+        ({"lease_s": 2.0, "preload_window_s": 1.0}, "CLOCK_LEASE_S"),
         ({"payload_max_bytes": PAYLOAD_LIMIT_BYTES}, "CLOCK_BATCH_MAX_BYTES"),
     ],
 )

@@ -115,7 +115,11 @@ class AlarmEngine:
             self.claims.connect_ahead(self.settings.ring_lanes + 2)
             self.liveness.join()
         except Exception as error:  # the loops connect and join when the database is back
-            log.warning("could not connect ahead: %s", error, extra={"action": "connect_failed"})
+            log.warning(
+                "could not connect ahead or join the registry: %s",
+                error,
+                extra={"action": "connect_failed"},
+            )
         self._liveness_loop.start()
         self._ring_loop.start()
         self._preload_loop.start()
@@ -153,7 +157,8 @@ class AlarmEngine:
 
     def finish(self, deadline: Deadline) -> None:
         """Wait for the ring batches still in flight until `deadline`. One still running then
-        is abandoned: its claims return when their lease ends."""
+        is abandoned: the engine stays in the registry, so other engines take its claims over
+        once it is silent."""
         unfinished = self.ringer.close(deadline)
         if unfinished:
             log.error(

@@ -16,9 +16,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import requests
 
 from tests.support import Delivery, ServerProcess
+
+# Every fault case runs real servers against the real MariaDB and RabbitMQ.
+FAULT_MARKS = [
+    pytest.mark.fault,
+    pytest.mark.process,
+    pytest.mark.mariadb,
+    pytest.mark.rabbitmq,
+    pytest.mark.timeout(180),
+]
 
 
 def _succeeds(*command: str) -> bool:

@@ -15,16 +15,10 @@ import pytest
 import requests
 from sqlalchemy.exc import NoResultFound
 
-from tests.faults.harness import MariaDB, RabbitMQ, Writer, judge
+from tests.faults.harness import FAULT_MARKS, MariaDB, RabbitMQ, Writer, judge
 from tests.support import Cluster
 
-pytestmark = [
-    pytest.mark.fault,
-    pytest.mark.process,
-    pytest.mark.mariadb,
-    pytest.mark.rabbitmq,
-    pytest.mark.timeout(180),
-]
+pytestmark = FAULT_MARKS
 
 LANES, RING_BATCH, LEASE_S = 4, 100, 2
 # Small ring batches, so that "at most what was in flight" is a bound well below the total.
