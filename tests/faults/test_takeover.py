@@ -55,24 +55,33 @@ def orphans_of(cluster: Cluster, instance_id: str) -> set[int]:
     }
 
 
-def takeover_figures(verdict: Verdict, rows: list, orphans: set[int], fault_at: int) -> dict:
+def takeover_figures(
+    verdict: Verdict, rows: list, orphans: set[int], fault_at: int, resumed_at: int | None
+) -> dict:
+    """The orphans' lateness. With `resumed_at` (a stall), the orphans first received only
+    after the resume are those the stalled server had locked before it stopped, and rang
+    itself: they are counted apart, and the p99 is of the ones the survivor could take."""
     targets = {row.id: row.target_ring_at for row in rows}
-    lateness = [max(verdict.first_received[i] - targets[i], 0) for i in orphans]
+    first = verdict.first_received
+    kept = {i for i in orphans if resumed_at is not None and first[i] >= resumed_at}
+    lateness = [max(first[i] - targets[i], 0) for i in orphans - kept]
     return {
         "orphans": len(orphans),
-        "p99_ms": p99(lateness),
-        "max_ms": max(lateness),
-        "fault_to_last_ms": max(verdict.first_received[i] for i in orphans) - fault_at,
-        "late": sorted(i for i in orphans if verdict.first_received[i] - targets[i] > 3_000),
-        "first_received": verdict.first_received,
+        "taken_over_p99_ms": p99(lateness),
+        "taken_over_max_ms": max(lateness),
+        "fault_to_last_taken_over_ms": max(first[i] for i in orphans - kept) - fault_at,
+        "kept_by_the_faulty_server": len(kept),
+        "kept_max_ms": max((first[i] - targets[i] for i in kept), default=0),
     }
 
 
 def report(name: str, figures: dict, verdict: Verdict) -> None:
     print(
-        f"\n[{name}] {figures['orphans']} orphaned claims: lateness p99 {figures['p99_ms']} ms, "
-        f"max {figures['max_ms']} ms; last orphan rung {figures['fault_to_last_ms']} ms after "
-        f"the fault; {len(figures['late'])} over 3 s; {verdict.summary()}"
+        f"\n[{name}] {figures['orphans']} orphaned claims; taken over: lateness p99 "
+        f"{figures['taken_over_p99_ms']} ms, max {figures['taken_over_max_ms']} ms, the last "
+        f"rung {figures['fault_to_last_taken_over_ms']} ms after the fault; kept and rung by "
+        f"the faulty server after its resume: {figures['kept_by_the_faulty_server']} (max "
+        f"{figures['kept_max_ms']} ms late); {verdict.summary()}"
     )
 
 
@@ -97,14 +106,19 @@ def start_two(cluster: Cluster, faulty: str) -> tuple[ServerProcess, list[int]]:
 
 
 def judge_takeover(
-    cluster: Cluster, name: str, ids: list[int], orphans: set[int], fault_at: int
+    cluster: Cluster,
+    name: str,
+    ids: list[int],
+    orphans: set[int],
+    fault_at: int,
+    resumed_at: int | None = None,
 ) -> dict:
     """Once every alarm rang: each judged by id, and the orphans' figures reported."""
     assert cluster.collector.wait_for(3_000, 15)
     rows = cluster.wait_all_rung()
     time.sleep(1)  # a copy a faulty server still published would arrive meanwhile
     verdict = judge(ids, rows, cluster.collector.snapshot())
-    figures = takeover_figures(verdict, rows, orphans, fault_at)
+    figures = takeover_figures(verdict, rows, orphans, fault_at, resumed_at)
     report(name, figures, verdict)
     verdict.assert_sound(max_duplicates=IN_FLIGHT)
     return figures
@@ -122,7 +136,7 @@ def test_a_server_killed_while_ringing_and_restarted_under_a_new_id_rings_its_cl
     # Restarted as systemd or Kubernetes would: a new process, so a new instance id.
     cluster.server("second-life", **DEFAULTS).start()
     figures = judge_takeover(cluster, "SIGKILL, restart under a new id", ids, orphans, killed_at)
-    assert figures["p99_ms"] <= TAKEOVER_BOUND_MS, figures
+    assert figures["taken_over_p99_ms"] <= TAKEOVER_BOUND_MS, figures
 
 
 def test_two_servers_one_killed_the_survivor_rings_its_claims_in_seconds(cluster: Cluster):
@@ -132,7 +146,7 @@ def test_two_servers_one_killed_the_survivor_rings_its_claims_in_seconds(cluster
     orphans = orphans_of(cluster, "victim")
     assert orphans, "the victim held no claim at the kill"
     figures = judge_takeover(cluster, "two servers, one SIGKILLed", ids, orphans, killed_at)
-    assert figures["p99_ms"] <= TAKEOVER_BOUND_MS, figures
+    assert figures["taken_over_p99_ms"] <= TAKEOVER_BOUND_MS, figures
 
 
 def test_a_server_stalled_for_ten_seconds_rings_nothing_the_survivor_took_over(
@@ -150,13 +164,12 @@ def test_a_server_stalled_for_ten_seconds_rings_nothing_the_survivor_took_over(
         stalled.process.send_signal(signal.SIGCONT)
     resumed_at = now_ms()
     figures = judge_takeover(
-        cluster, "two servers, one SIGSTOPped for 10 s", ids, orphans, stopped_at
+        cluster, "two servers, one SIGSTOPped for 10 s", ids, orphans, stopped_at, resumed_at
     )
-    # Only rows it had locked before the stall are its to ring when it resumes: those ring
-    # late, and the rest the survivor rang, with no second copy from the stalled server.
-    assert len(figures["late"]) <= IN_FLIGHT, figures
-    assert all(figures["first_received"][i] >= resumed_at for i in figures["late"])
-    assert figures["p99_ms"] <= TAKEOVER_BOUND_MS, figures
+    # Only rows it had locked before the stall are its to ring when it resumes, late, and
+    # no more than its ring lanes hold; the survivor rang the rest, and none twice (judged).
+    assert figures["kept_by_the_faulty_server"] <= IN_FLIGHT, figures
+    assert figures["taken_over_p99_ms"] <= TAKEOVER_BOUND_MS, figures
     assert stalled.process.poll() is None, "the stalled server died"
     # its first beat after the stall told it it had been declared dead
     assert "was declared dead" in stalled.log_path.read_text()
