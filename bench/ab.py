@@ -4,13 +4,15 @@
     python -m bench.ab --old f78438a --scenario burst --alarms 100000 --pairs 2
 
 The old revision is checked out into a temporary git worktree and its server runs from there
-(PYTHONPATH first); the new one is this checkout. Each run gets a fresh database, migrated by
+(PYTHONPATH first); the new one is this checkout, or another worktree with --new REV (so that
+work in progress in this checkout cannot leak into a long run). Each run gets a fresh database, migrated by
 the code under test. Prints each run's figures and the medians, old then new.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -42,7 +44,7 @@ BURST_FIGURES = (
 @contextmanager
 def worktree(revision: str) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="clock-ab-") as tmp:
-        path = Path(tmp) / "old"
+        path = Path(tmp) / "tree"
         subprocess.run(
             ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(path), revision],
             check=True,
@@ -83,6 +85,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--old", required=True, help="the git revision to compare against")
+    parser.add_argument("--new", help="the git revision to compare (default: this checkout)")
     parser.add_argument("--scenario", choices=("steady", "burst"), default="steady")
     parser.add_argument("--rate", type=float, default=1_000)
     parser.add_argument("--seconds", type=float, default=30)
@@ -91,11 +94,16 @@ def main() -> None:
     args = parser.parse_args()
     figures = STEADY_FIGURES if args.scenario == "steady" else BURST_FIGURES
     results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
-    with worktree(args.old) as old_path, tempfile.TemporaryDirectory() as work:
+    new_tree = worktree(args.new) if args.new else contextlib.nullcontext(None)
+    with (
+        worktree(args.old) as old_path,
+        new_tree as new_path,
+        tempfile.TemporaryDirectory() as work,
+    ):
         for pair in range(args.pairs):
             order = ("old", "new") if pair % 2 == 0 else ("new", "old")
             for side in order:
-                with code_from(old_path if side == "old" else None):
+                with code_from(old_path if side == "old" else new_path):
                     if args.scenario == "steady":
                         result = scenarios.steady(Path(work), args.rate, args.seconds)
                     else:
