@@ -125,3 +125,78 @@ class EngineRecord:
     heartbeat_at: int
     lease_ms: int
     dead_at: int | None  # set once another engine found it silent
+
+
+@dataclass(frozen=True, slots=True)
+class ApplicationPolicy:
+    """An application's row in the registry. A limit of None is no limit; a retry field or
+    the retention of None means the server's default."""
+
+    name: str
+    create_rate_per_s: float | None = None  # alarms created per second, with a burst
+    create_burst: int | None = None  # None: one second's worth (at least 1)
+    max_pending: int | None = None  # the most pending alarms it may have
+    ring_rate_per_s: float | None = None  # alarms rung per second, with a burst
+    ring_burst: int | None = None
+    retry_base_s: float | None = None
+    retry_cap_s: float | None = None
+    retry_max: int | None = None
+    default_cutoff_ms: int | None = None  # latest_ring_at = target + this, when not given
+    retention_days: float | None = None  # finished alarms are deleted after this long
+    created_at: int = 0
+    updated_at: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "create_rate_per_s": self.create_rate_per_s,
+            "create_burst": self.create_burst,
+            "max_pending": self.max_pending,
+            "ring_rate_per_s": self.ring_rate_per_s,
+            "ring_burst": self.ring_burst,
+            "retry_base_s": self.retry_base_s,
+            "retry_cap_s": self.retry_cap_s,
+            "retry_max": self.retry_max,
+            "default_cutoff_ms": self.default_cutoff_ms,
+            "retention_days": self.retention_days,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+# The settings of an application that an admin may set (PUT / PATCH), in the order above.
+POLICY_FIELDS = (
+    "create_rate_per_s",
+    "create_burst",
+    "max_pending",
+    "ring_rate_per_s",
+    "ring_burst",
+    "retry_base_s",
+    "retry_cap_s",
+    "retry_max",
+    "default_cutoff_ms",
+    "retention_days",
+)
+
+
+def burst_of(rate_per_s: float, burst: int | None) -> int:
+    """A bucket's size: the given burst, or one second's worth of the rate (at least 1)."""
+    return burst if burst is not None else max(1, int(rate_per_s))
+
+
+@dataclass(frozen=True, slots=True)
+class ApplicationCounts:
+    """Live counts of one application's alarms."""
+
+    pending: int = 0
+    due_next_minute: int = 0  # pending, due from now to a minute ahead
+    overdue: int = 0  # pending, due before now
+    dead: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "pending": self.pending,
+            "due_next_minute": self.due_next_minute,
+            "overdue": self.overdue,
+            "dead": self.dead,
+        }

@@ -72,6 +72,11 @@ class Settings:
     tokens: str = field(default="", repr=False)  # see clock_server/api/tokens.py for the format
     tokens_file: str = ""
     allow_unauthenticated: bool = False
+    require_registered_applications: bool = False
+    application_refresh_s: float = 2.0
+    retention_days: float = 30.0
+    purge_interval_s: float = 60.0
+    purge_batch: int = 1_000
 
     def __post_init__(self) -> None:
         if self.tokens and self.tokens_file:
@@ -98,6 +103,10 @@ class Settings:
             "list_max_limit",
             "db_pool_size",
             "shutdown_timeout_s",
+            "application_refresh_s",
+            "retention_days",
+            "purge_interval_s",
+            "purge_batch",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -147,6 +156,11 @@ class Settings:
                 "CLOCK_LEASE_S must be longer than CLOCK_ENGINE_DEAD_AFTER_S: the lease is the "
                 "backstop for what the heartbeats miss",
                 field="lease_s",
+            )
+        if self.purge_batch > 1_000:
+            raise ConfigError(
+                "CLOCK_PURGE_BATCH must be at most 1000: each batch is one short transaction",
+                field="purge_batch",
             )
         if self.retry_cap_s < self.retry_base_s:
             raise ConfigError(

@@ -11,7 +11,9 @@ from clock_server.metrics import Metrics
 from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
+from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.group_commit import GroupCommit
+from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.timesource import Clock
 
 
@@ -39,8 +41,18 @@ class Services:
     publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
     tokens: TokenTable = field(default_factory=TokenTable)  # empty: authentication is off
     single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
+    applications: SqlApplicationRegistry = field(init=False)
+    policies: CachedPolicies = field(init=False)  # the registry as of a few seconds ago
+    limiter: SharedRateLimiter = field(init=False)  # creation rates, service-wide
 
     def __post_init__(self) -> None:
+        self.applications = SqlApplicationRegistry(self.store)
+        self.policies = CachedPolicies(
+            self.applications.all,
+            self.clock.now_ms,
+            int(self.settings.application_refresh_s * 1000),
+        )
+        self.limiter = SharedRateLimiter(SqlTokenBuckets(self.store))
         self.single_creates = GroupCommit(
             self.store.create_each,
             lambda request: self.store.create(*request),

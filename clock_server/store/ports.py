@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from clock_server.model import Claim, EngineRecord, RingRow
+from clock_server.model import ApplicationPolicy, Claim, EngineRecord, RingRow
 
 
 class RingTransaction(Protocol):
@@ -102,4 +102,29 @@ class EngineRegistry(Protocol):
 
     def remove(self, engine_id: int) -> None:
         """Forget an engine."""
+        ...
+
+
+class ApplicationPolicies(Protocol):
+    """Each application's limits and defaults, as of a few seconds ago."""
+
+    def policy(self, name: str) -> ApplicationPolicy:
+        """The application's policy; one with no limits when it is not registered."""
+        ...
+
+
+class Grant(NamedTuple):
+    """What a rate limiter allowed."""
+
+    granted: int  # tokens taken, at most the number asked for
+    retry_after_ms: int  # when fewer were granted: until the next token is due; else 0
+
+
+class RateLimiter(Protocol):
+    """Token buckets per application and kind that hold for the whole service."""
+
+    def acquire(
+        self, application: str, kind: str, rate_per_s: float, burst: int, wanted: int, now_ms: int
+    ) -> Grant:
+        """Take up to `wanted` tokens from the bucket of `burst` refilled at `rate_per_s`."""
         ...

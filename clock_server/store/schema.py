@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Column,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -53,6 +54,7 @@ alarm_table = Table(
     UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),
     Index("ix_clock_status_next_try_time", "status", "next_try_time"),
     Index("ix_clock_application_id", "application", "id"),
+    Index("ix_clock_application_status", "application", "status"),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )
@@ -84,6 +86,39 @@ engine_table = Table(
     Column("heartbeat_at", BigInteger, nullable=False),
     Column("lease_ms", BigInteger, nullable=False),
     Column("dead_at", BigInteger, nullable=True),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
+# The registry of applications: one row each, every limit NULL (none) until an admin sets it.
+application_table = Table(
+    "clock_application",
+    metadata,
+    Column("name", _APP, primary_key=True),
+    Column("create_rate_per_s", Float, nullable=True),
+    Column("create_burst", Integer, nullable=True),
+    Column("max_pending", BigInteger, nullable=True),
+    Column("ring_rate_per_s", Float, nullable=True),
+    Column("ring_burst", Integer, nullable=True),
+    Column("retry_base_s", Float, nullable=True),
+    Column("retry_cap_s", Float, nullable=True),
+    Column("retry_max", Integer, nullable=True),
+    Column("default_cutoff_ms", BigInteger, nullable=True),
+    Column("retention_days", Float, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
+# One token bucket per application and kind ("create", "ring"), shared by every process.
+rate_bucket_table = Table(
+    "clock_rate_bucket",
+    metadata,
+    Column("application", _APP, primary_key=True),
+    Column("kind", String(16), primary_key=True),
+    Column("tokens", Float, nullable=False),
+    Column("refilled_at", BigInteger, nullable=False),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )

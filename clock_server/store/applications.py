@@ -1,0 +1,180 @@
+"""The registry of applications on SQL, and a cache of it that every process refreshes
+(the interface the engine sees is store.ports.ApplicationPolicies)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+
+from sqlalchemy import and_, func, select, update
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from clock_server.errors import NotFound, Unavailable
+from clock_server.model import (
+    DEAD,
+    PENDING,
+    POLICY_FIELDS,
+    ApplicationCounts,
+    ApplicationPolicy,
+)
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.schema import alarm_table, application_table
+from clock_server.store.sql import translate_errors
+
+_NEXT_MINUTE_MS = 60_000
+
+
+class SqlApplicationRegistry:
+    """One row per application in `clock_application`."""
+
+    def __init__(self, store: AlarmStore) -> None:
+        self.store = store
+
+    def get(self, name: str) -> ApplicationPolicy:
+        """The application's row; NotFound when it is not registered."""
+        query = select(application_table).where(application_table.c.name == name)
+        with translate_errors(), self.store.engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            raise NotFound(f"no application {name!r} is registered")
+        return _policy(row._mapping)
+
+    def all(self) -> list[ApplicationPolicy]:
+        """Every registered application, by name."""
+        query = select(application_table).order_by(application_table.c.name)
+        with translate_errors(), self.store.engine.connect() as conn:
+            return [_policy(row._mapping) for row in conn.execute(query)]
+
+    def register(self, name: str, now_ms: int) -> bool:
+        """Add the application with no limits unless it is there; True when added."""
+        values = {"name": name, "created_at": now_ms, "updated_at": now_ms}
+        dialect = self.store.engine.dialect.name
+        maker = sqlite_insert if dialect == "sqlite" else mysql_insert
+        statement = (
+            maker(application_table)
+            .values(**values)
+            .prefix_with("OR IGNORE" if dialect == "sqlite" else "IGNORE")
+        )
+        with translate_errors(), self.store.engine.begin() as conn:
+            return conn.execute(statement).rowcount == 1
+
+    def put(self, policy: ApplicationPolicy, now_ms: int) -> tuple[ApplicationPolicy, bool]:
+        """Set every setting of the application, registering it if needed; True when added."""
+        added = self.register(policy.name, now_ms)
+        values = {name: getattr(policy, name) for name in POLICY_FIELDS}
+        with translate_errors(), self.store.engine.begin() as conn:
+            conn.execute(
+                update(application_table)
+                .where(application_table.c.name == policy.name)
+                .values(**values, updated_at=now_ms)
+            )
+        return self.get(policy.name), added
+
+    def counts(self, now_ms: int) -> dict[str, ApplicationCounts]:
+        """Pending, due within a minute, overdue and dead alarms of each application that has
+        any. Pending and dead come from the (application, status) index; the due ones from
+        the (status, next_try_time) index, so finished alarms are not read."""
+        c = alarm_table.c
+        by_status = (
+            select(c.application, c.status, func.count())
+            .where(c.status.in_((PENDING, DEAD)))
+            .group_by(c.application, c.status)
+        )
+        soon = (
+            select(c.application, func.count())
+            .where(and_(c.status == PENDING, c.next_try_time <= now_ms + _NEXT_MINUTE_MS))
+            .group_by(c.application)
+        )
+        overdue = (
+            select(c.application, func.count())
+            .where(and_(c.status == PENDING, c.next_try_time < now_ms))
+            .group_by(c.application)
+        )
+        tallies: dict[str, dict[str, int]] = {}
+        with translate_errors(), self.store.engine.connect() as conn:
+            for application, status, count in conn.execute(by_status):
+                tallies.setdefault(application, {})[status] = int(count)
+            for application, count in conn.execute(soon):
+                tallies.setdefault(application, {})["soon"] = int(count)
+            for application, count in conn.execute(overdue):
+                tallies.setdefault(application, {})["overdue"] = int(count)
+        return {
+            name: ApplicationCounts(
+                pending=t.get(PENDING, 0),
+                due_next_minute=t.get("soon", 0) - t.get("overdue", 0),
+                overdue=t.get("overdue", 0),
+                dead=t.get(DEAD, 0),
+            )
+            for name, t in tallies.items()
+        }
+
+    def count_pending(self, name: str) -> int:
+        """The application's pending alarms, read from the (application, status) index."""
+        c = alarm_table.c
+        query = select(func.count()).where(and_(c.application == name, c.status == PENDING))
+        with translate_errors(), self.store.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+
+class CachedPolicies:
+    """Every application's policy, read again from the registry every `refresh_ms`, so a
+    change made on one process takes effect on all within that time. An application not in
+    the registry has no limits. Thread-safe; a failed refresh keeps the last good copy."""
+
+    def __init__(
+        self,
+        load: Callable[[], list[ApplicationPolicy]],
+        now_ms: Callable[[], int],
+        refresh_ms: int,
+    ) -> None:
+        self._load = load
+        self._now_ms = now_ms
+        self.refresh_ms = refresh_ms
+        self._policies: dict[str, ApplicationPolicy] = {}
+        self._loaded_at_ms: int | None = None
+        self._lock = threading.Lock()
+
+    def policy(self, name: str) -> ApplicationPolicy:
+        """The application's policy as of at most `refresh_ms` ago."""
+        self._refresh_if_old()
+        found = self._policies.get(name)
+        return found if found is not None else ApplicationPolicy(name=name)
+
+    def known(self, name: str) -> bool:
+        """Whether the application was registered as of at most `refresh_ms` ago."""
+        self._refresh_if_old()
+        return name in self._policies
+
+    def remember(self, policy: ApplicationPolicy) -> None:
+        """Take a policy this process has just written, without waiting for the refresh."""
+        with self._lock:
+            self._policies = {**self._policies, policy.name: policy}
+
+    def invalidate(self) -> None:
+        """Read the registry again on the next lookup."""
+        with self._lock:
+            self._loaded_at_ms = None
+
+    def _refresh_if_old(self) -> None:
+        now_ms = self._now_ms()
+        loaded = self._loaded_at_ms
+        if loaded is not None and now_ms - loaded < self.refresh_ms:
+            return
+        with self._lock:
+            if self._loaded_at_ms is not None and now_ms - self._loaded_at_ms < self.refresh_ms:
+                return
+            try:
+                self._policies = {p.name: p for p in self._load()}
+            except Unavailable:
+                if self._loaded_at_ms is None:
+                    raise
+                # Keep the last copy; read again after another interval, not on every lookup.
+            self._loaded_at_ms = now_ms
+
+
+def _policy(row: object) -> ApplicationPolicy:
+    mapping = dict(row)  # type: ignore[call-overload]
+    names = {f.name for f in dataclasses.fields(ApplicationPolicy)}
+    return ApplicationPolicy(**{k: v for k, v in mapping.items() if k in names})
