@@ -61,6 +61,12 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.created = Counter("clock_alarms_created", "Alarms stored by the API", registry=r)
+        self.creates_rejected = Counter(
+            "clock_creates_rejected",
+            "Creates refused by an application's limits, or for an unregistered application",
+            ["application", "code"],  # code: rate_limited, capacity_exceeded, unregistered
+            registry=r,
+        )
         self.rung = Counter("clock_alarms_rung", "Alarms published and confirmed", registry=r)
         self.publish_failures = Counter(
             "clock_publish_failures", "Publishes the broker did not confirm", registry=r
@@ -101,6 +107,19 @@ class Metrics:
             "How far ahead of their due time the ring lanes lock rows now (ms)",
             registry=r,
             multiprocess_mode="livemax",
+        )
+        self.throttled = Counter(
+            "clock_ring_throttled",
+            "Times an alarm was held back by its application's delivery rate",
+            ["application"],
+            registry=r,
+        )
+        self.throttle_delay = Histogram(
+            "clock_ring_throttle_delay_seconds",
+            "How long an application's delivery rate held an alarm past its due time "
+            "(not part of clock_ring_lateness_seconds)",
+            buckets=_LATENESS_BUCKETS_S,
+            registry=r,
         )
         self.lateness = Histogram(
             "clock_ring_lateness_seconds",

@@ -92,6 +92,7 @@ class Claim(NamedTuple):
     due_ms: int
     id: int
     version: int
+    application: str = ""  # whose it is: the heap shares a backlog between applications
 
 
 class RingRow(NamedTuple):

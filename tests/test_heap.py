@@ -9,7 +9,19 @@ from clock_server.engine.heap import ClaimHeap
 from clock_server.model import Claim
 
 claims = st.lists(
-    st.builds(Claim, st.integers(0, 10_000), st.integers(1, 10**9), st.integers(0, 5)),
+    st.builds(Claim, st.integers(0, 10_000), st.integers(1, 10**9), st.integers(0, 5), st.just("")),
+    max_size=300,
+    unique_by=lambda c: c.id,
+)
+# Claims of up to four applications.
+mixed_claims = st.lists(
+    st.builds(
+        Claim,
+        st.integers(0, 10_000),
+        st.integers(1, 10**9),
+        st.integers(0, 5),
+        st.sampled_from("abcd"),
+    ),
     max_size=300,
     unique_by=lambda c: c.id,
 )
@@ -55,3 +67,37 @@ def test_empty_heap():
     assert heap.next_due_ms() is None
     assert heap.pop_due(10**12, 10) == []
     assert not heap.push_many([]).head_moved_earlier
+
+
+@given(mixed_claims, st.integers(0, 10_000), st.integers(1, 400))
+def test_pop_due_shares_a_backlog_between_applications(items, now_ms, limit):
+    heap = ClaimHeap(1_000)
+    heap.push_many(items)
+    taken = heap.pop_due(now_ms, limit)
+    due = sorted(c for c in items if c.due_ms <= now_ms)
+    assert len(taken) == min(len(due), limit)
+    rest = heap.drain()
+    assert sorted(rest + taken) == sorted(items)
+    if len(due) <= limit:
+        assert taken == due
+        return
+    due_of = {app: [c for c in due if c.application == app] for app in "abcd"}
+    got = {app: sorted(c for c in taken if c.application == app) for app in "abcd"}
+    for app in "abcd":
+        assert got[app] == due_of[app][: len(got[app])]  # each its own earliest first
+    for short in "abcd":
+        if len(got[short]) < len(due_of[short]):  # left some of its due claims behind...
+            for other in "abcd":  # ...so no other application got more than one more
+                assert len(got[other]) <= len(got[short]) + 1
+
+
+def test_a_backlog_of_one_application_leaves_room_for_another():
+    heap = ClaimHeap(100_000)
+    heap.push_many(Claim(1_000, alarm_id, 1, "burst") for alarm_id in range(1, 50_001))
+    heap.push_many([Claim(1_500, 60_001, 1, "steady"), Claim(2_500, 60_002, 1, "steady")])
+    taken = heap.pop_due(2_000, 1_000)
+    assert len(taken) == 1_000
+    assert Claim(1_500, 60_001, 1, "steady") in taken
+    assert Claim(2_500, 60_002, 1, "steady") not in taken  # not due yet
+    assert len(heap) == 50_002 - 1_000
+    assert heap.next_due_ms() == 1_000

@@ -7,6 +7,7 @@ import logging
 from clock_server.broker.publisher import Publisher
 from clock_server.deadline import Deadline
 from clock_server.engine.backoff import RetryPolicy
+from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
@@ -14,7 +15,12 @@ from clock_server.engine.preloader import Preloader
 from clock_server.engine.ringer import Ringer
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
-from clock_server.store.ports import ClaimStore, EngineRegistry
+from clock_server.store.ports import (
+    ApplicationPolicies,
+    ClaimStore,
+    EngineRegistry,
+    RateLimiter,
+)
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
@@ -44,7 +50,11 @@ class AlarmEngine:
         publisher: Publisher,
         clock: Clock,
         metrics: Metrics,
+        policies: ApplicationPolicies | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
+        """Without `policies` and `limiter` no application has delivery limits or retry
+        policies of its own."""
         self.settings = settings
         self.clock = clock
         self.metrics = metrics
@@ -83,6 +93,9 @@ class AlarmEngine:
             cap_ms=int(settings.retry_cap_s * 1000),
             max_retries=settings.retry_max,
         )
+        gate = None
+        if policies is not None and limiter is not None:
+            gate = DeliveryGate(policies, limiter, retry, metrics)
         self.ringer = Ringer(
             claims,
             self.heap,
@@ -96,6 +109,8 @@ class AlarmEngine:
             lead_ms=settings.ring_lead_ms,
             lead_max_ms=settings.ring_lead_max_ms,
             on_lane_free=self.ring_waker.wake,
+            gate=gate,
+            hold_in_heap_ms=settings.preload_window_ms,
         )
         self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)
         self._ring_loop = StepLoop("clock-ring", self.ringer.run_once, self.ring_waker)

@@ -1,4 +1,5 @@
-"""The bounded in-memory set of claimed alarms, ordered by due time."""
+"""The bounded in-memory set of claimed alarms, ordered by due time, shared fairly between
+applications when more is due than one ring batch takes."""
 
 from __future__ import annotations
 
@@ -18,13 +19,20 @@ class PushResult:
 
 
 class ClaimHeap:
-    """Holds at most `capacity` claims and always the earliest-due ones. Thread-safe."""
+    """Holds at most `capacity` claims and always the earliest-due ones. Thread-safe.
+
+    Beside the one list by due time it keeps one per application, so that when more claims
+    are due than a batch takes (a backlog), each application with due claims gets its share
+    of the batch instead of the earliest due taking all of it: one application's burst does
+    not hold back another's alarms for the length of its drain.
+    """
 
     def __init__(self, capacity: int) -> None:
         if capacity <= 0:
             raise ValueError("capacity must be positive")
         self.capacity = capacity
         self._items: SortedList = SortedList()
+        self._by_app: dict[str, SortedList] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -48,18 +56,39 @@ class ClaimHeap:
             head_before = self._items[0].due_ms if self._items else None
             for claim in claims:
                 self._items.add(claim)
+                self._app_list(claim.application).add(claim)
                 if len(self._items) > self.capacity:
-                    displaced.append(self._items.pop())
+                    latest = self._items.pop()
+                    self._forget(latest)
+                    displaced.append(latest)
             head_after = self._items[0].due_ms if self._items else None
         moved = head_after is not None and (head_before is None or head_after < head_before)
         return PushResult(displaced=displaced, head_moved_earlier=moved)
 
     def pop_due(self, now_ms: int, limit: int) -> list[Claim]:
-        """Remove and return up to `limit` claims with due_ms <= now_ms, earliest first."""
+        """Remove and return up to `limit` claims with due_ms <= now_ms: all of them, earliest
+        first, when they fit; otherwise an equal share of `limit` for each application with
+        due claims (an application with fewer due gets all of its own, the rest is shared
+        among the others), each application's earliest first."""
+        bound = Claim(now_ms, 2**63, 2**63)
         with self._lock:
-            count = min(self._items.bisect_right(Claim(now_ms, 2**63, 2**63)), limit)
-            taken = list(self._items.islice(0, count))
-            del self._items[:count]
+            due = self._items.bisect_right(bound)
+            if due <= limit:
+                taken = list(self._items.islice(0, due))
+                del self._items[:due]
+                for claim in taken:
+                    self._forget(claim)
+                return taken
+            taken = []
+            for application, count in _shares(self._due_per_app(bound), limit):
+                own = self._by_app[application]
+                share = list(own.islice(0, count))
+                del own[:count]
+                if not own:
+                    del self._by_app[application]
+                for claim in share:
+                    self._items.remove(claim)
+                taken.extend(share)
         return taken
 
     def drain(self) -> list[Claim]:
@@ -67,4 +96,36 @@ class ClaimHeap:
         with self._lock:
             taken = list(self._items)
             self._items.clear()
+            self._by_app.clear()
         return taken
+
+    def _app_list(self, application: str) -> SortedList:
+        own = self._by_app.get(application)
+        if own is None:
+            own = self._by_app[application] = SortedList()
+        return own
+
+    def _forget(self, claim: Claim) -> None:
+        own = self._by_app[claim.application]
+        own.remove(claim)
+        if not own:
+            del self._by_app[claim.application]
+
+    def _due_per_app(self, bound: Claim) -> list[tuple[str, int]]:
+        counts = ((app, own.bisect_right(bound)) for app, own in self._by_app.items())
+        return [(app, count) for app, count in counts if count]
+
+
+def _shares(due_per_app: list[tuple[str, int]], limit: int) -> list[tuple[str, int]]:
+    """Split `limit` between applications by their due counts: the smallest first, each
+    taking no more than an equal part of what is left (max-min fairness)."""
+    shares: list[tuple[str, int]] = []
+    left = limit
+    ordered = sorted(due_per_app, key=lambda item: item[1])
+    for index, (application, count) in enumerate(ordered):
+        equal = left // (len(ordered) - index)
+        take = min(count, max(equal, 1 if left else 0))
+        if take:
+            shares.append((application, take))
+            left -= take
+    return shares

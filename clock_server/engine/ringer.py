@@ -14,6 +14,7 @@ import orjson
 from clock_server.broker.publisher import PendingBatch, Publisher
 from clock_server.deadline import Deadline
 from clock_server.engine.backoff import RetryPolicy
+from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.lead import LockLead
 from clock_server.errors import Unavailable
@@ -66,6 +67,8 @@ class Ringer:
         lead_ms: int = 0,
         lead_max_ms: int = 0,
         on_lane_free: Callable[[], None] | None = None,
+        gate: DeliveryGate | None = None,
+        hold_in_heap_ms: int = 10_000,
     ) -> None:
         self.claims = claims
         self.heap = heap
@@ -76,6 +79,8 @@ class Ringer:
         self.batch = batch
         self.publish_timeout_s = publish_timeout_s
         self.on_lane_free = on_lane_free
+        self.gate = gate
+        self.hold_in_heap_ms = hold_in_heap_ms
         self.lead = LockLead(lead_ms, lead_max_ms)
         metrics.ring_lead_ms.set(self.lead.ms)
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
@@ -95,6 +100,8 @@ class Ringer:
         self._wake_at_ms = None
         lead_ms = self.lead.ms
         due = self.heap.pop_due(now_ms + lead_ms, self.batch)
+        if due and self.gate is not None:
+            due = self._admit(due, now_ms)
         if due:
             if self._executor is not None:
                 self._submit(due, since_ms)
@@ -109,6 +116,30 @@ class Ringer:
         wait_ms = max(next_due - lead_ms - now_ms, 1)
         self._wake_at_ms = now_ms + wait_ms
         return wait_ms / 1000
+
+    def _admit(self, due: list[Claim], now_ms: int) -> list[Claim]:
+        """What the delivery limits let through now; the rest wait in the heap, or in the
+        database when their turn is further off than `hold_in_heap_ms`."""
+        assert self.gate is not None
+        go, later = self.gate.admit(due, now_ms)
+        if later:
+            horizon_ms = now_ms + self.hold_in_heap_ms
+            far = [claim for claim in later if claim.due_ms > horizon_ms]
+            pushed = self.heap.push_many(claim for claim in later if claim.due_ms <= horizon_ms)
+            self._give_back(far + pushed.displaced, now_ms)
+        return go
+
+    def _give_back(self, claims: list[Claim], now_ms: int) -> None:
+        if not claims:
+            return
+        try:
+            self.claims.release(claims, now_ms)
+        except Unavailable as error:  # they stay claimed; their lease ends them
+            log.warning("could not give back %d held claims: %s", len(claims), error,
+                        extra={"action": "release_failed"})  # fmt: skip
+            return
+        if self.gate is not None:
+            self.gate.forget(claims)
 
     @property
     def in_flight(self) -> int:
@@ -164,7 +195,7 @@ class Ringer:
                 "ring batch of %d failed: %s", len(due), error, extra={"action": "ring_db_error"}
             )
             retry_at = self.clock.now_ms() + DB_RETRY_MS
-            self.heap.push_many(Claim(max(c.due_ms, retry_at), c.id, c.version) for c in due)
+            self.heap.push_many(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
             return
         self.metrics.heap_size.set(len(self.heap))
 
@@ -192,7 +223,7 @@ class Ringer:
                 r.id for r in group if r.latest_ring_at is not None and r.latest_ring_at < now_ms
             }
             expired += sorted(late)
-            ready = [r for r in group if r.id not in late]
+            ready = _interleaved([r for r in group if r.id not in late])
             if ready:
                 pending = self.publisher.start_batch([_message(row, now_ms) for row in ready])
                 sent.append((ready, now_ms, pending))
@@ -201,7 +232,7 @@ class Ringer:
             (ready, published_at, pending.wait(self.publish_timeout_s))
             for ready, published_at, pending in sent
         ]
-        self._count(self._record(tx, confirmed), len(expired))
+        self._count(self._record(tx, confirmed, due_at), len(expired))
 
     def _keep_close(
         self, rows: list[RingRow], due_at: dict[int, int], due: list[Claim]
@@ -212,12 +243,15 @@ class Ringer:
         far = [r for r in rows if _ready_at(r, due_at) > limit]
         if not far:
             return rows
-        versions = {claim.id: claim.version for claim in due}
-        self.heap.push_many(Claim(_ready_at(r, due_at), r.id, versions[r.id]) for r in far)
+        claims = {claim.id: claim for claim in due}
+        self.heap.push_many(claims[r.id]._replace(due_ms=_ready_at(r, due_at)) for r in far)
         return [r for r in rows if _ready_at(r, due_at) <= limit]
 
     def _record(
-        self, tx: RingTransaction, confirmed: list[tuple[list[RingRow], int, list[bool]]]
+        self,
+        tx: RingTransaction,
+        confirmed: list[tuple[list[RingRow], int, list[bool]]],
+        due_at: dict[int, int],
     ) -> _Recorded:
         """Each publish group's rows, when it was published and what the broker said of each."""
         now_ms = self.clock.now_ms()
@@ -227,18 +261,29 @@ class Ringer:
         lateness_s: list[float] = []
         for ready, published_at, flags in confirmed:
             for row, ok in zip(ready, flags, strict=True):
+                retry = self.gate.retry_for(row.application) if self.gate else self.retry
                 if ok:
                     rung.append((row.id, published_at))
-                    lateness_s.append(max(published_at - row.target_ring_at, 0) / 1000)
-                elif self.retry.gives_up(row.retry_times + 1):
+                    lateness_s.append(self._lateness_ms(row, published_at, due_at) / 1000)
+                elif retry.gives_up(row.retry_times + 1):
                     dead.append(row.id)
                 else:
-                    retries.append((row.id, now_ms + self.retry.delay_ms(row.retry_times + 1)))
+                    retries.append((row.id, now_ms + retry.delay_ms(row.retry_times + 1)))
         self.metrics.observe_lateness(lateness_s)
         tx.mark_rung(rung, now_ms)
         tx.mark_dead(dead, now_ms)
         tx.schedule_retries(retries, now_ms)
         return _Recorded(len(rung), len(retries), dead)
+
+    def _lateness_ms(self, row: RingRow, published_at: int, due_at: dict[int, int]) -> int:
+        """The engine's own lateness: from the target, or for an alarm its application's
+        delivery rate held back, from when the rate let it go (that delay counted apart)."""
+        if self.gate is not None:
+            held_ms = self.gate.policy_delay_ms(row.id, row.target_ring_at, due_at[row.id])
+            if held_ms is not None:
+                self.metrics.throttle_delay.observe(held_ms / 1000)
+                return max(published_at - max(due_at[row.id], row.target_ring_at), 0)
+        return max(published_at - row.target_ring_at, 0)
 
     def _count(self, recorded: _Recorded, expired: int) -> None:
         dead = len(recorded.dead_ids)
@@ -260,6 +305,21 @@ class Ringer:
                 recorded.dead_ids[:20],
                 extra={"action": "alarm_dead"},
             )
+
+
+def _interleaved(rows: list[RingRow]) -> list[RingRow]:
+    """Rows published together, taken from each application in turn (each in its own order):
+    in a backlog's batch, an application's few rows are not queued behind another's many."""
+    if len(rows) < 2 or all(row.application == rows[0].application for row in rows):
+        return rows
+    rank: dict[str, int] = {}
+    keyed = []
+    for position, row in enumerate(rows):
+        turn = rank.get(row.application, 0)
+        rank[row.application] = turn + 1
+        keyed.append((turn, position, row))
+    keyed.sort(key=lambda item: (item[0], item[1]))
+    return [row for _, _, row in keyed]
 
 
 def _ready_at(row: RingRow, due_at: dict[int, int]) -> int:

@@ -17,9 +17,11 @@ from clock_server.metrics import Metrics
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
+from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import make_engine
 from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.timesource import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -91,8 +93,20 @@ def build(
             queue_prefix=settings.queue_prefix,
             queue_type=settings.queue_type,
         )
+        policies = CachedPolicies(
+            SqlApplicationRegistry(store).all,
+            clock.now_ms,
+            int(settings.application_refresh_s * 1000),
+        )
         engine = AlarmEngine(
-            settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, clock, metrics
+            settings,
+            SqlClaimStore(store),
+            SqlEngineRegistry(store),
+            publisher,
+            clock,
+            metrics,
+            policies,
+            SharedRateLimiter(SqlTokenBuckets(store)),
         )
     if serve_http:
         assert tokens is not None

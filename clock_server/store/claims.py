@@ -50,9 +50,9 @@ class SqlClaimStore:
         hint = " FORCE INDEX (ix_clock_status_next_try_time)" if caps.index_hints else ""
         floor = f" AND next_try_time >= {int(from_ms)}" if from_ms is not None else ""
         query = (
-            f"SELECT id, next_try_time, version FROM {_TABLE}{hint} WHERE status = '{PENDING}'"
-            f"{floor} AND next_try_time <= {int(horizon_ms)} ORDER BY next_try_time"
-            f" LIMIT {int(limit)}{lock}"
+            f"SELECT id, next_try_time, version, application FROM {_TABLE}{hint}"
+            f" WHERE status = '{PENDING}'{floor} AND next_try_time <= {int(horizon_ms)}"
+            f" ORDER BY next_try_time LIMIT {int(limit)}{lock}"
         )
         with translate_errors(), self.store.engine.begin() as conn:
             rows = conn.exec_driver_sql(query).all()
@@ -65,8 +65,8 @@ class SqlClaimStore:
                     f" WHERE id IN ({id_list(chunk)})"
                 )
         return [
-            Claim(due_ms=due_ms, id=alarm_id, version=version + 1)
-            for alarm_id, due_ms, version in rows
+            Claim(due_ms, alarm_id, version + 1, application)
+            for alarm_id, due_ms, version, application in rows
         ]
 
     def release(self, claims: Sequence[Claim], now_ms: int) -> int:

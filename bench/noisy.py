@@ -1,0 +1,132 @@
+"""The noisy neighbour: one application's burst drains while another's alarms fall due.
+
+    python -m bench.noisy                      # 100,000 burst alarms, 100/s beside, 3 pairs
+    python -m bench.noisy --burst 20000 --pairs 1
+
+Application A has `burst` alarms due within one second; application B has `rate` alarms a
+second due evenly from 5 s before that second until well after A has drained, all created
+beforehand through the batch API. Each pair runs A alone and A with B on fresh servers (two
+web processes, MariaDB) in one sitting, so that A's drain rate alone and beside B compare.
+Reported: A's drain rate in both, and B's lateness before, during and after A's drain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from bench.clockserver import BenchServer
+from bench.collector import Collector
+from bench.load import MAX_BATCH, bulk_create
+from bench.stats import summarize
+
+LEAD_S = 5  # B's alarms start this long before A's second
+TAIL_S = 15  # and end this long after it
+
+
+def _create_steady(
+    base_url: str, application: str, rate: float, first_ms: int, last_ms: int
+) -> int:
+    """B's alarms, one every 1/rate s from first_ms to last_ms, in batches."""
+    step_ms = 1000 / rate
+    targets = [int(first_ms + i * step_ms) for i in range(int((last_ms - first_ms) / step_ms))]
+    created = 0
+    with requests.Session() as session:
+        for start in range(0, len(targets), MAX_BATCH):
+            items = [
+                {"application": application, "business_id": f"b{start + i}", "payload": "x" * 64,
+                 "target_ring_at": target}
+                for i, target in enumerate(targets[start : start + MAX_BATCH])
+            ]  # fmt: skip
+            response = session.post(f"{base_url}/v1/alarms/batch", json={"alarms": items})
+            response.raise_for_status()
+            created += sum(r["status"] == 201 for r in response.json()["results"])
+    return created
+
+
+def run_once(workdir: Path, burst: int, rate: float, with_neighbour: bool) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    noisy, quiet = f"noisy{tag}", f"quiet{tag}"
+    with BenchServer(workdir, web_processes="2") as server:
+        collectors = {noisy: Collector(server.exchange, noisy, workdir).start()}
+        if with_neighbour:
+            collectors[quiet] = Collector(server.exchange, quiet, workdir).start()
+        target_ms = int(time.time() * 1000) + int(burst / 8_000 * 1000) + 20_000
+        insert = bulk_create(server.base_url, noisy, burst, target_ms)
+        quiet_created = 0
+        if with_neighbour:
+            quiet_created = _create_steady(
+                server.base_url, quiet, rate, target_ms - LEAD_S * 1000, target_ms + TAIL_S * 1000
+            )
+        wait_s = (target_ms + TAIL_S * 1000) / 1000 - time.time() + 3
+        time.sleep(max(wait_s, 0))
+        deadline = time.monotonic() + burst / 2_000 + 30
+        while collectors[noisy].count() < insert["created"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        arrivals = {app: collector.stop() for app, collector in collectors.items()}
+        noisy_rows = server.rung_rows(noisy)
+        quiet_rows = server.rung_rows(quiet) if with_neighbour else []
+    rung = [r for _, _, r, _ in noisy_rows if r is not None]
+    drain_end_ms = max(rung)
+    drain_s = (drain_end_ms - target_ms) / 1000
+    result: dict[str, Any] = {
+        "burst": burst,
+        "created": insert["created"],
+        "noisy_rung": len(rung),
+        "noisy_lost": insert["created"] - len({a.alarm_id for a in arrivals[noisy]}),
+        "drain_s": drain_s,
+        "drain_rate_per_s": len(rung) / drain_s,
+    }
+    if with_neighbour:
+        phases: dict[str, list[int]] = {"before": [], "during": [], "after": []}
+        for a in arrivals[quiet]:
+            late = a.received_ms - a.target_ms
+            phase = "before" if a.target_ms < target_ms else "during"
+            phases["after" if a.target_ms > drain_end_ms else phase].append(late)
+        published = [
+            r - t for _, t, r, _ in quiet_rows if r is not None and target_ms <= t <= drain_end_ms
+        ]
+        result.update(
+            quiet_created=quiet_created,
+            quiet_lost=quiet_created - len({a.alarm_id for a in arrivals[quiet]}),
+            quiet_received_ms={name: summarize(values) for name, values in phases.items()},
+            quiet_published_during_ms=summarize(published),
+        )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--burst", type=int, default=100_000)
+    parser.add_argument("--rate", type=float, default=100)
+    parser.add_argument("--pairs", type=int, default=3)
+    args = parser.parse_args()
+    results: dict[str, list[dict[str, Any]]] = {"alone": [], "beside": []}
+    with tempfile.TemporaryDirectory() as work:
+        for pair in range(args.pairs):
+            order = ("alone", "beside") if pair % 2 == 0 else ("beside", "alone")
+            for side in order:
+                result = run_once(Path(work), args.burst, args.rate, side == "beside")
+                results[side].append(result)
+                print(f"[noisy] pair {pair + 1} {side}: {json.dumps(result)}", flush=True)
+    alone = statistics.median(r["drain_rate_per_s"] for r in results["alone"])
+    beside = statistics.median(r["drain_rate_per_s"] for r in results["beside"])
+    during = [r["quiet_received_ms"]["during"]["p99"] for r in results["beside"]]
+    print(f"[noisy] A's drain rate: alone {alone:.0f}/s, beside B {beside:.0f}/s "
+          f"({(beside / alone - 1) * 100:+.1f} %)")  # fmt: skip
+    print(f"[noisy] B's p99 lateness during A's drain (received, ms): median "
+          f"{statistics.median(during):.0f} of {during}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Many applications on one engine, stepped with the fake clock on SQLite and MariaDB: a
+backlog is shared between applications, each application's delivery rate holds back (never
+drops) its alarms, and its own retry policy applies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.metrics import Metrics
+from clock_server.model import ApplicationPolicy, NewAlarm
+from clock_server.settings import Settings
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
+from clock_server.store.claims import SqlClaimStore
+from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
+from clock_server.testing import InMemoryPublisher, SettableClock
+
+from .support import drive, settle
+
+
+@pytest.fixture
+def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemoryPublisher):
+    def make(**overrides) -> AlarmEngine:
+        values = dict(instance_id="fair", retry_base_s=1, retry_cap_s=8, retry_max=3)
+        values.update(overrides)
+        policies = CachedPolicies(SqlApplicationRegistry(store).all, fake_clock.now_ms, 2_000)
+        return AlarmEngine(
+            Settings(**values),
+            SqlClaimStore(store),
+            SqlEngineRegistry(store),
+            publisher,
+            fake_clock,
+            Metrics(),
+            policies,
+            SharedRateLimiter(SqlTokenBuckets(store)),
+        )
+
+    return make
+
+
+def create(store: AlarmStore, now: int, application: str, targets: list[int], **kw) -> list[int]:
+    items = [
+        NewAlarm(application, f"{application}-{i}", "p", target, kw.get("latest"))
+        for i, target in enumerate(targets)
+    ]
+    return [alarm.id for alarm, _ in store.create_many(items, now)]
+
+
+def preload(engine: AlarmEngine) -> None:
+    while engine.preloader.run_once() == 0.0:  # a full batch: the loop goes on at once
+        pass
+
+
+def sent(publisher: InMemoryPublisher) -> list[dict]:
+    return [json.loads(message.body) for message in publisher.published]
+
+
+def test_a_backlog_does_not_hold_back_another_applications_alarms(
+    store, fake_clock, publisher, make_engine
+):
+    engine = make_engine(ring_batch=100, ring_lanes=1, ring_lead_ms=0)
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 1_000)
+    quiet = create(store, now, "quiet", [now + 1_050, now + 1_200, now + 5_000])
+    preload(engine)
+    fake_clock.set(now + 1_300)  # 1,000 due at once, and two of quiet's since
+    engine.ringer.run_once()  # one lane: this rings one batch of 100, synchronously
+    first = sent(publisher)
+    assert len(first) == 100
+    assert [m["id"] for m in first if m["application"] == "quiet"] == quiet[:2]
+    assert all(m["published_at"] >= m["target_ring_at"] for m in first)
+    drive(engine, fake_clock, now + 5_000)
+    bodies = sent(publisher)
+    assert sorted(m["id"] for m in bodies if m["application"] == "quiet") == quiet
+    assert sum(m["application"] == "burst" for m in bodies) == 1_000
+    assert all(m["published_at"] >= m["target_ring_at"] for m in bodies)
+
+
+def test_without_a_backlog_alarms_ring_earliest_first(store, fake_clock, publisher, make_engine):
+    engine = make_engine(ring_batch=1_000, ring_lanes=1, ring_lead_ms=0)
+    now = fake_clock.now_ms()
+    create(store, now, "a", [now + 100 + 2 * i for i in range(20)])
+    create(store, now, "b", [now + 101 + 2 * i for i in range(20)])
+    preload(engine)
+    drive(engine, fake_clock, now + 200)
+    targets = [m["target_ring_at"] for m in sent(publisher)]
+    assert targets == sorted(targets) and len(targets) == 40
+    assert all(m["published_at"] == m["target_ring_at"] for m in sent(publisher))
+
+
+def test_a_delivery_rate_holds_alarms_back_and_never_drops_them(
+    store, fake_clock, publisher, make_engine
+):
+    now = fake_clock.now_ms()
+    registry = SqlApplicationRegistry(store)
+    registry.put(ApplicationPolicy("slow", ring_rate_per_s=10, ring_burst=5), now)
+    engine = make_engine(ring_lanes=1, ring_lead_ms=0)
+    slow = create(store, now, "slow", [now + 1_000] * 25)
+    other = create(store, now, "other", [now + 1_000] * 25)
+    preload(engine)
+    fake_clock.set(now + 1_000)
+    settle(engine, fake_clock)
+    first = sent(publisher)
+    assert sorted(m["id"] for m in first if m["application"] == "other") == other  # on time
+    assert sum(m["application"] == "slow" for m in first) == 5  # the burst
+    drive(engine, fake_clock, now + 2_000)  # 10 a second after the burst
+    slow_sent = [m for m in sent(publisher) if m["application"] == "slow"]
+    assert 14 <= len(slow_sent) <= 16
+    drive(engine, fake_clock, now + 4_000)
+    slow_sent = [m for m in sent(publisher) if m["application"] == "slow"]
+    assert sorted(m["id"] for m in slow_sent) == slow  # every one, once
+    times = sorted(m["published_at"] for m in slow_sent)
+    window = [t for t in times if now + 1_000 <= t < now + 2_000]
+    assert len(window) <= 5 + 10  # never more than the burst and the rate
+    assert engine.metrics.throttled.labels("slow")._value.get() >= 20
+    assert engine.metrics.throttle_delay._sum.get() > 0
+    assert {a.status for a in store.list("slow", None, 100, None)} == {"rung"}
+
+
+def test_a_held_alarm_past_its_cutoff_expires_unpublished(store, fake_clock, publisher, make_engine):
+    now = fake_clock.now_ms()
+    SqlApplicationRegistry(store).put(ApplicationPolicy("slow", ring_rate_per_s=1), now)
+    engine = make_engine(ring_lanes=1, ring_lead_ms=0)
+    ids = create(store, now, "slow", [now + 1_000] * 3, latest=now + 1_500)
+    preload(engine)
+    drive(engine, fake_clock, now + 4_000)
+    assert [m["id"] for m in sent(publisher)] == ids[:1]
+    statuses = {a.id: a.status for a in store.list("slow", None, 10, None)}
+    assert statuses == {ids[0]: "rung", ids[1]: "expired", ids[2]: "expired"}
+
+
+def test_an_application_retry_policy_overrides_the_servers(
+    store, fake_clock, publisher, make_engine
+):
+    now = fake_clock.now_ms()
+    SqlApplicationRegistry(store).put(ApplicationPolicy("fragile", retry_max=0), now)
+    engine = make_engine(ring_lanes=1, ring_lead_ms=0)
+    publisher.unroutable.add("fragile")
+    publisher.unroutable.add("sturdy")
+    fragile = create(store, now, "fragile", [now + 100])
+    sturdy = create(store, now, "sturdy", [now + 100])
+    preload(engine)
+    drive(engine, fake_clock, now + 200)
+    statuses = {a.id: (a.status, a.retry_times) for a in store.list(None, None, 10, None)}
+    assert statuses[fragile[0]] == ("dead", 0)  # no retries of its own
+    assert statuses[sturdy[0]] == ("pending", 1)  # the server's three
