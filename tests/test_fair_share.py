@@ -121,7 +121,9 @@ def test_a_delivery_rate_holds_alarms_back_and_never_drops_them(
     assert {a.status for a in store.list("slow", None, 100, None)} == {"rung"}
 
 
-def test_a_held_alarm_past_its_cutoff_expires_unpublished(store, fake_clock, publisher, make_engine):
+def test_a_held_alarm_past_its_cutoff_expires_unpublished(
+    store, fake_clock, publisher, make_engine
+):
     now = fake_clock.now_ms()
     SqlApplicationRegistry(store).put(ApplicationPolicy("slow", ring_rate_per_s=1), now)
     engine = make_engine(ring_lanes=1, ring_lead_ms=0)
