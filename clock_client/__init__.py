@@ -1,29 +1,43 @@
-"""Client SDK of the clock service: create and manage alarms over HTTP, consume rings over AMQP."""
+"""Client SDK of the clock service: create and manage alarms and applications over HTTP, consume
+rings over AMQP."""
 
 from .client import ClockClient
 from .consumer import Consumer
 from .errors import (
+    CapacityExceeded,
     ClockError,
     Conflict,
     Forbidden,
     NotFound,
+    RateLimited,
     Unauthorized,
     Unavailable,
     ValidationError,
 )
-from .models import Alarm, AlarmMessage, AlarmPage, BatchResult
+from .models import (
+    Alarm,
+    AlarmMessage,
+    AlarmPage,
+    Application,
+    ApplicationCounts,
+    BatchResult,
+)
 
 __all__ = [
     "Alarm",
     "AlarmMessage",
     "AlarmPage",
+    "Application",
+    "ApplicationCounts",
     "BatchResult",
+    "CapacityExceeded",
     "ClockClient",
     "ClockError",
     "Conflict",
     "Consumer",
     "Forbidden",
     "NotFound",
+    "RateLimited",
     "Unauthorized",
     "Unavailable",
     "ValidationError",

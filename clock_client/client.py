@@ -14,12 +14,16 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from .errors import ClockError, Unavailable, error_from_response
+from .errors import ClockError, NotFound, Unavailable, error_from_response
 from .models import (
+    APPLICATION_SETTINGS,
     Alarm,
     AlarmPage,
+    Application,
     BatchResult,
     alarm_from_json,
+    application_from_json,
+    applications_from_json,
     batch_results_from_json,
     create_body,
     page_from_json,
@@ -32,8 +36,9 @@ MAX_BATCH = 1000  # the server's limit per /v1/alarms/batch request
 _RETRY_STATUSES = (502, 503, 504)
 # POST is safe to repeat because creation is idempotent by (application, business_id).
 # PATCH is not: a repeat of an update that did land can meet a 409 (the alarm rang in
-# between) or, with a delay, move the alarm a second time.
-_RETRY_METHODS = frozenset({"GET", "HEAD", "DELETE", "POST"})
+# between) or, with a delay, move the alarm a second time. PUT sets an application's every
+# setting: a repeat sets the same.
+_RETRY_METHODS = frozenset({"GET", "HEAD", "DELETE", "POST", "PUT"})
 
 
 def _segment(value: str) -> str:
@@ -46,7 +51,8 @@ class ClockClient:
     ``timeout`` (seconds) bounds connecting and each read. Failed connections and
     502/503/504 answers are retried up to ``retries`` times with exponential backoff
     (``backoff_factor``) for the idempotent calls only: get, list, health, cancel,
-    create and batch_create; update (PATCH) is sent once. Every failure raises a
+    create, batch_create, applications, application and the PUT of configure;
+    update and the PATCH of configure are sent once. Every failure raises a
     subclass of ClockError. Use one client per thread; close it (or use ``with``)
     to release its connections.
     """
@@ -73,6 +79,8 @@ class ClockClient:
             status_forcelist=_RETRY_STATUSES,
             backoff_factor=backoff_factor,
             raise_on_status=False,  # hand back the last 5xx so it maps to Unavailable
+            # A 429 is the caller's to handle (RateLimited.retry_after_s), not slept on here.
+            respect_retry_after_header=False,
         )
         adapter = HTTPAdapter(max_retries=retry)
         self._session.mount("http://", adapter)
@@ -112,7 +120,8 @@ class ClockClient:
         Idempotent: if (application, business_id) exists, the stored alarm is returned
         unchanged (compare ``payload``/``target_ring_at`` if that matters to you).
         ``latest_ring_at`` is the instant after which the alarm expires instead of ringing.
-        Raises ValidationError for a rejected request.
+        Raises ValidationError for a rejected request, RateLimited (``retry_after_s``) or
+        CapacityExceeded when the application is over one of its limits.
         """
         body = create_body(
             application,
@@ -231,6 +240,58 @@ class ClockClient:
                 return
             cursor = page.next_cursor
 
+    def applications(self) -> builtins.list[Application]:
+        """Every application, by name, with its settings and live counts: the registered
+        ones, and any other that has alarms (``registered`` False). Needs an admin token
+        (Forbidden otherwise)."""
+        return applications_from_json(self._request("GET", "/v1/applications"))
+
+    def application(self, name: str) -> Application:
+        """The registered application ``name`` with its settings and live counts; NotFound
+        if it is not registered. Needs an admin token (Forbidden otherwise)."""
+        return application_from_json(self._request("GET", self._application_path(name)))
+
+    def configure(self, name: str, *, replace: bool = False, **settings: Any) -> Application:
+        """Set some of the application's settings and return it as it now is.
+
+        ``settings`` are any of ``create_rate_per_s``, ``create_burst``, ``max_pending``,
+        ``ring_rate_per_s``, ``ring_burst``, ``retry_base_s``, ``retry_cap_s``,
+        ``retry_max``, ``default_cutoff_ms`` and ``retention_days``; None clears one (no
+        limit, or the server's default). Needs an admin token (Forbidden otherwise).
+
+        By default only the settings given change (PATCH), and those not given keep their
+        values. An application that is not registered yet gets a 404 there and is then
+        registered with a PUT of the settings given, the others left at None. Between the
+        two requests another caller may register it; its settings are then replaced too.
+        With no settings, the application is registered if it is not and returned as is.
+
+        ``replace=True`` sends a PUT: every setting not given becomes None, and the
+        application is registered if needed. PUT is retried like the other idempotent
+        calls; PATCH is sent once (after an Unavailable without a status code, read
+        ``application()`` to see whether it was applied).
+
+        Raises TypeError for a name that is not a setting, ValidationError (with
+        ``field``) for a value the server refuses.
+        """
+        unknown = sorted(set(settings) - set(APPLICATION_SETTINGS))
+        if unknown:
+            raise TypeError(
+                f"not settings of an application: {', '.join(unknown)}; "
+                f"give any of {', '.join(APPLICATION_SETTINGS)}"
+            )
+        path = self._application_path(name)
+        if not replace:
+            try:
+                if not settings:
+                    return self.application(name)
+                return application_from_json(self._request("PATCH", path, json=settings))
+            except NotFound:
+                pass  # not registered yet: the PUT below registers it
+        return application_from_json(self._request("PUT", path, json=settings))
+
+    def _application_path(self, name: str) -> str:
+        return f"/v1/applications/{_segment(name)}"
+
     def _alarm_path(self, application: str, business_id: str) -> str:
         return f"/v1/alarms/{_segment(application)}/{_segment(business_id)}"
 
@@ -246,7 +307,10 @@ class ClockClient:
             raise ClockError(f"{method} {url} failed: {exc}", code="request_error") from exc
         if response.status_code >= 400:
             error = error_from_response(
-                response.status_code, response.content, response.reason or ""
+                response.status_code,
+                response.content,
+                response.reason or "",
+                response.headers.get("Retry-After"),
             )
             logger.debug("%s %s -> %s", method, url, error)
             raise error

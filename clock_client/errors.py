@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,7 +56,8 @@ class Forbidden(ClockError):
 
 
 class NotFound(ClockError):
-    """No alarm with that (application, business_id) (404)."""
+    """No alarm with that (application, business_id), or no such registered application
+    (404)."""
 
 
 class Conflict(ClockError):
@@ -68,6 +70,23 @@ class Conflict(ClockError):
     def __init__(self, message: str, *, status: str | None = None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.status = status
+
+
+class RateLimited(ClockError):
+    """The application is over its creation rate (429 ``rate_limited``); nothing was stored.
+
+    ``retry_after_s`` is how many seconds to wait before trying again, from the
+    ``Retry-After`` header or the error body (None if the server gave neither).
+    """
+
+    def __init__(self, message: str, *, retry_after_s: int | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after_s = retry_after_s
+
+
+class CapacityExceeded(ClockError):
+    """The application has as many pending alarms as it may (429 ``capacity_exceeded``);
+    nothing was stored. Room is made as its alarms ring or are cancelled."""
 
 
 class Unavailable(ClockError):
@@ -86,17 +105,21 @@ _BY_STATUS: dict[int, type[ClockError]] = {
     404: NotFound,
     409: Conflict,
     413: ValidationError,
+    429: RateLimited,
     502: Unavailable,
     503: Unavailable,
     504: Unavailable,
 }
 
 
-def error_from_body(status_code: int, body: Mapping[str, Any]) -> ClockError:
+def error_from_body(
+    status_code: int, body: Mapping[str, Any], retry_after: str | None = None
+) -> ClockError:
     """Build the typed error for a decoded error body ``{"error": {...}}``.
 
     Used for whole responses and for failed items of a batch. Missing or odd-typed
-    parts fall back to generic values instead of failing.
+    parts fall back to generic values instead of failing. ``retry_after`` is the
+    response's ``Retry-After`` header, if any.
     """
     err = body.get("error")
     details: Mapping[str, Any] = err if isinstance(err, Mapping) else {}
@@ -114,11 +137,32 @@ def error_from_body(status_code: int, body: Mapping[str, Any]) -> ClockError:
     if cls is Conflict:
         status = details.get("status")
         return Conflict(text, status=status if isinstance(status, str) else None, **kwargs)
+    if status_code == 429 and code == "capacity_exceeded":
+        return CapacityExceeded(text, **kwargs)
+    if cls is RateLimited:
+        seconds = _seconds(retry_after)
+        if seconds is None:
+            seconds = _seconds(details.get("retry_after_s"))
+        return RateLimited(text, retry_after_s=seconds, **kwargs)
     return cls(text, **kwargs)
 
 
-def error_from_response(status_code: int, content: bytes, reason: str = "") -> ClockError:
-    """Build the typed error for an HTTP error response from its raw body.
+def _seconds(value: object) -> int | None:
+    """Whole seconds from a Retry-After header (delta-seconds) or a JSON number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return max(0, math.ceil(value))
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def error_from_response(
+    status_code: int, content: bytes, reason: str = "", retry_after: str | None = None
+) -> ClockError:
+    """Build the typed error for an HTTP error response from its raw body (and its
+    ``Retry-After`` header, if any).
 
     A body that is not an error object (an HTML page from a proxy, an empty body) still
     gives the error class for the status, with a message quoting the start of the body;
@@ -129,11 +173,19 @@ def error_from_response(status_code: int, content: bytes, reason: str = "") -> C
     except ValueError:
         decoded = None
     if isinstance(decoded, dict) and isinstance(decoded.get("error"), dict):
-        return error_from_body(status_code, decoded)
+        return error_from_body(status_code, decoded, retry_after)
     snippet = content[:_SNIPPET_CHARS].decode("utf-8", errors="replace").strip()
     message = f"HTTP {status_code} {reason}".strip()
     if snippet:
         message = f"{message}: {snippet}"
     cls = _BY_STATUS.get(status_code, ClockError)
     body = decoded if isinstance(decoded, dict) else None
+    if cls is RateLimited:
+        return RateLimited(
+            message,
+            retry_after_s=_seconds(retry_after),
+            status_code=status_code,
+            code=f"http_{status_code}",
+            body=body,
+        )
     return cls(message, status_code=status_code, code=f"http_{status_code}", body=body)

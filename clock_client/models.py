@@ -1,4 +1,5 @@
-"""Value types of the clock client: alarms, batch results, ring messages, time helpers."""
+"""Value types of the clock client: alarms, batch results, ring messages, applications, time
+helpers."""
 
 from __future__ import annotations
 
@@ -266,3 +267,128 @@ def batch_results_from_json(data: Mapping[str, Any], expected: int) -> list[Batc
         else:
             results.append(BatchResult(status, None, error_from_body(status, entry)))
     return results
+
+
+# The settings of an application, in the server's order (PUT and PATCH
+# /v1/applications/{application}).
+APPLICATION_SETTINGS = (
+    "create_rate_per_s",
+    "create_burst",
+    "max_pending",
+    "ring_rate_per_s",
+    "ring_burst",
+    "retry_base_s",
+    "retry_cap_s",
+    "retry_max",
+    "default_cutoff_ms",
+    "retention_days",
+)
+
+
+def _number(data: Mapping[str, Any], key: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"{key!r} must be a number, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplicationCounts:
+    """Live counts of an application's alarms: ``pending``, of those ``due_next_minute``
+    (due from now to a minute ahead) and ``overdue`` (due before now), and ``dead``."""
+
+    pending: int
+    due_next_minute: int
+    overdue: int
+    dead: int
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ApplicationCounts:
+        return cls(
+            pending=_get(data, "pending", int),
+            due_next_minute=_get(data, "due_next_minute", int),
+            overdue=_get(data, "overdue", int),
+            dead=_get(data, "dead", int),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Application:
+    """An application as the registry knows it: its settings, and its alarms' counts.
+
+    A setting of None means no limit (the rates, bursts and ``max_pending``) or the
+    server's default (the retry settings, ``retention_days``); ``default_cutoff_ms`` None
+    means alarms get no cutoff unless they give one. ``registered`` is False for an
+    application that has alarms but no row in the registry (only ``applications()``
+    lists those; its settings are all None). Times are epoch milliseconds (UTC), None
+    when not registered.
+    """
+
+    name: str
+    create_rate_per_s: float | None
+    create_burst: int | None
+    max_pending: int | None
+    ring_rate_per_s: float | None
+    ring_burst: int | None
+    retry_base_s: float | None
+    retry_cap_s: float | None
+    retry_max: int | None
+    default_cutoff_ms: int | None
+    retention_days: float | None
+    registered: bool
+    counts: ApplicationCounts
+    created_at: int | None
+    updated_at: int | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Application:
+        """Build from the server's application JSON; ValueError if a field is missing or
+        mistyped. Keys the client does not know are ignored."""
+        registered = data.get("registered")
+        if not isinstance(registered, bool):
+            raise ValueError(f"'registered' must be bool, got {registered!r}")
+        counts = data.get("counts")
+        if not isinstance(counts, Mapping):
+            raise ValueError(f"'counts' must be an object, got {counts!r}")
+        return cls(
+            name=_get(data, "name", str),
+            create_rate_per_s=_number(data, "create_rate_per_s"),
+            create_burst=_get(data, "create_burst", int, optional=True),
+            max_pending=_get(data, "max_pending", int, optional=True),
+            ring_rate_per_s=_number(data, "ring_rate_per_s"),
+            ring_burst=_get(data, "ring_burst", int, optional=True),
+            retry_base_s=_number(data, "retry_base_s"),
+            retry_cap_s=_number(data, "retry_cap_s"),
+            retry_max=_get(data, "retry_max", int, optional=True),
+            default_cutoff_ms=_get(data, "default_cutoff_ms", int, optional=True),
+            retention_days=_number(data, "retention_days"),
+            registered=registered,
+            counts=ApplicationCounts.from_dict(counts),
+            created_at=_get(data, "created_at", int, optional=True),
+            updated_at=_get(data, "updated_at", int, optional=True),
+        )
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The ten settings by name, as ``configure()`` takes them."""
+        return {name: getattr(self, name) for name in APPLICATION_SETTINGS}
+
+
+def application_from_json(data: Any) -> Application:
+    """An Application from a decoded response; ClockError(code="bad_response") if malformed."""
+    if not isinstance(data, Mapping):
+        raise _bad(f"expected an application object, got {data!r}")
+    try:
+        return Application.from_dict(data)
+    except ValueError as exc:
+        raise _bad(f"malformed application: {exc}") from exc
+
+
+def applications_from_json(data: Mapping[str, Any]) -> list[Application]:
+    """The Applications of a decoded ``{"applications": [...]}``."""
+    found = data.get("applications")
+    if not isinstance(found, list):
+        raise _bad("a listing of applications must be {applications: [...]}")
+    return [application_from_json(item) for item in found]

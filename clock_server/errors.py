@@ -58,6 +58,23 @@ class Conflict(ClockError):
         self.status = status
 
 
+class RateLimited(ClockError):
+    """The application is over its creation rate; nothing was stored. Try again in
+    `retry_after_s` seconds."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: int, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after_s = retry_after_s
+
+
+class CapacityExceeded(ClockError):
+    """The application has as many pending alarms as it may; nothing was stored."""
+
+    code = "capacity_exceeded"
+
+
 class Unavailable(ClockError):
     """A backing service (database or broker) cannot be reached right now."""
 

@@ -73,6 +73,9 @@ class Metrics:
         )
         self.expired = Counter("clock_alarms_expired", "Alarms past latest_ring_at", registry=r)
         self.dead = Counter("clock_alarms_dead", "Alarms whose retries ran out", registry=r)
+        self.purged = Counter(
+            "clock_alarms_purged", "Finished alarms deleted once past their retention", registry=r
+        )
         self.claimed = Counter("clock_alarms_claimed", "Claims taken by the preloader", registry=r)
         self.released = Counter("clock_claims_released", "Claims given back", registry=r)
         self.taken_over = Counter(

@@ -29,6 +29,8 @@ import pytest
 from clock_client import (
     Alarm,
     AlarmMessage,
+    Application,
+    ApplicationCounts,
     ClockClient,
     ClockError,
     Conflict,
@@ -130,7 +132,7 @@ def _handler_for(server: CannedServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(canned.body)
 
-        do_GET = do_POST = do_PATCH = do_DELETE = _handle
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _handle
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -433,6 +435,195 @@ def test_health_returns_the_report_also_when_503(
     assert client.health() == down
 
 
+# --- applications, canned ------------------------------------------------------------------
+
+
+def _application_json(name: str = "billing", **overrides: Any) -> dict[str, Any]:
+    application = {
+        "name": name,
+        "create_rate_per_s": 5.0,
+        "create_burst": 10,
+        "max_pending": None,
+        "ring_rate_per_s": None,
+        "ring_burst": None,
+        "retry_base_s": 0.5,
+        "retry_cap_s": None,
+        "retry_max": 3,
+        "default_cutoff_ms": None,
+        "retention_days": 7,  # an integer where a number goes is a number
+        "created_at": T0,
+        "updated_at": T0 + 1,
+        "registered": True,
+        "counts": {"pending": 4, "due_next_minute": 1, "overdue": 2, "dead": 1},
+    }
+    application.update(overrides)
+    return application
+
+
+def test_applications_and_application_return_typed_applications(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    unregistered = _application_json(
+        "orders",
+        **dict.fromkeys(["create_rate_per_s", "create_burst", "retry_base_s", "retry_max"]),
+        retention_days=None,
+        created_at=None,
+        updated_at=None,
+        registered=False,
+    )
+    canned.reply(200, {"applications": [_application_json(), unregistered]})
+    canned.reply(200, _application_json(future_field="ignored"))
+    client = make_client(canned.base_url)
+    billing, orders = client.applications()
+    assert billing == Application(
+        name="billing",
+        create_rate_per_s=5.0,
+        create_burst=10,
+        max_pending=None,
+        ring_rate_per_s=None,
+        ring_burst=None,
+        retry_base_s=0.5,
+        retry_cap_s=None,
+        retry_max=3,
+        default_cutoff_ms=None,
+        retention_days=7.0,
+        registered=True,
+        counts=ApplicationCounts(pending=4, due_next_minute=1, overdue=2, dead=1),
+        created_at=T0,
+        updated_at=T0 + 1,
+    )
+    assert billing.settings["retry_max"] == 3 and len(billing.settings) == 10
+    assert not orders.registered and orders.created_at is None
+    assert set(orders.settings.values()) == {None}
+    assert client.application("bil/ling") == billing
+    assert [(r.method, r.path) for r in canned.requests] == [
+        ("GET", "/v1/applications"),
+        ("GET", "/v1/applications/bil%2Fling"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"applications": None}, {"applications": [{"name": "x"}]},
+     {"applications": [_application_json(counts=None)]},
+     {"applications": [_application_json(registered="yes")]},
+     {"applications": [_application_json(create_rate_per_s="5")]},
+     {"applications": [_application_json(create_burst=True)]}],
+)  # fmt: skip
+def test_a_malformed_application_is_a_clock_error(
+    canned: CannedServer, make_client: Callable[..., ClockClient], body: dict[str, Any]
+) -> None:
+    canned.reply(200, body)
+    with pytest.raises(ClockError) as caught:
+        make_client(canned.base_url).applications()
+    assert caught.value.code == "bad_response"
+
+
+def test_configure_patches_only_the_settings_given(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(200, _application_json(max_pending=100, retry_max=None))
+    application = make_client(canned.base_url).configure("billing", max_pending=100, retry_max=None)
+    assert (application.max_pending, application.retry_max) == (100, None)
+    [request] = canned.requests
+    assert (request.method, request.path) == ("PATCH", "/v1/applications/billing")
+    assert request.body == {"max_pending": 100, "retry_max": None}
+
+
+def test_configure_registers_with_a_put_when_the_application_is_unknown(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(404, _error("not_found", "no application 'billing' is registered"))
+    canned.reply(201, _application_json(max_pending=100))
+    application = make_client(canned.base_url).configure("billing", max_pending=100)
+    assert application.max_pending == 100
+    assert [(r.method, r.body) for r in canned.requests] == [
+        ("PATCH", {"max_pending": 100}),
+        ("PUT", {"max_pending": 100}),
+    ]
+
+
+def test_configure_without_settings_registers_or_reads(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    client = make_client(canned.base_url)
+    canned.reply(200, _application_json())
+    assert client.configure("billing").name == "billing"
+    canned.reply(404, _error("not_found", "no application 'billing' is registered"))
+    canned.reply(201, _application_json())
+    assert client.configure("billing").registered
+    assert [(r.method, r.body) for r in canned.requests] == [
+        ("GET", None),
+        ("GET", None),
+        ("PUT", {}),
+    ]
+
+
+def test_configure_with_replace_puts_every_setting(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(200, _application_json())
+    make_client(canned.base_url).configure("billing", replace=True, retry_max=3)
+    assert [(r.method, r.body) for r in canned.requests] == [("PUT", {"retry_max": 3})]
+
+
+def test_configure_refuses_a_setting_it_does_not_know_without_sending(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    with pytest.raises(TypeError, match="max_pendings"):
+        make_client(canned.base_url).configure("billing", max_pendings=3)
+    assert canned.requests == []
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error_type", "field_name"),
+    [
+        (400, _error("validation_error", "create_burst needs create_rate_per_s", "create_burst"),
+         ValidationError, "create_burst"),
+        (401, _error("unauthorized", "no token"), Unauthorized, None),
+        (403, _error("forbidden", "only an admin token"), Forbidden, None),
+    ],
+)  # fmt: skip
+def test_configure_errors_are_typed_and_not_followed_by_a_put(
+    canned: CannedServer,
+    make_client: Callable[..., ClockClient],
+    status: int,
+    body: dict[str, Any],
+    error_type: type[ClockError],
+    field_name: str | None,
+) -> None:
+    canned.reply(status, body)
+    with pytest.raises(error_type) as caught:
+        make_client(canned.base_url).configure("billing", create_burst=3)
+    assert (caught.value.status_code, caught.value.field) == (status, field_name)
+    assert [r.method for r in canned.requests] == ["PATCH"]
+
+
+def test_application_not_registered_is_not_found(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    canned.reply(404, _error("not_found", "no application 'billing' is registered"))
+    with pytest.raises(NotFound) as caught:
+        make_client(canned.base_url).application("billing")
+    assert (caught.value.status_code, caught.value.code) == (404, "not_found")
+
+
+def test_put_is_retried_and_patch_is_not(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    client = make_client(canned.base_url, retries=3)
+    canned.reply(503, _error("unavailable", "db down"))
+    canned.reply(200, _application_json())
+    client.configure("billing", replace=True, max_pending=1)
+    assert [r.method for r in canned.requests] == ["PUT", "PUT"]
+    canned.requests.clear()
+    canned.reply(503, _error("unavailable", "db down"))
+    canned.reply(200, _application_json())
+    with pytest.raises(Unavailable):
+        client.configure("billing", max_pending=1)
+    assert [r.method for r in canned.requests] == ["PATCH"]
+
+
 # --- against the real server --------------------------------------------------------------
 
 
@@ -622,3 +813,54 @@ def test_live_alarm_rings_to_consumer_not_before_its_time(
         assert time.monotonic() < deadline, f"still {current.status}"
         time.sleep(0.05)
     assert current.rung_at is not None and current.rung_at >= alarm.target_ring_at
+
+
+def test_live_configure_registers_then_changes_only_what_it_is_given(live: ClockClient) -> None:
+    app = _app()
+    with pytest.raises(NotFound):
+        live.application(app)
+    created = live.configure(app, create_rate_per_s=50, create_burst=100, retry_max=4)
+    assert created.registered and created.name == app
+    assert (created.create_rate_per_s, created.create_burst, created.retry_max) == (50, 100, 4)
+    assert created.max_pending is None and created.counts == ApplicationCounts(0, 0, 0, 0)
+    changed = live.configure(app, max_pending=1000, retry_max=None)
+    assert changed.settings == {
+        **created.settings,
+        "max_pending": 1000,
+        "retry_max": None,
+    }
+    assert live.application(app) == changed
+    replaced = live.configure(app, replace=True, retention_days=2)
+    assert replaced.settings == {**dict.fromkeys(created.settings), "retention_days": 2.0}
+
+
+def test_live_applications_list_counts(live: ClockClient) -> None:
+    app = _app()
+    live.configure(app)
+    due = _now_ms() + 3_600_000
+    live.batch_create(
+        [{"application": app, "business_id": f"k{i}", "payload": "", "target_ring_at": due}
+         for i in range(3)]
+    )  # fmt: skip
+    found = {application.name: application for application in live.applications()}
+    assert found[app].counts == ApplicationCounts(pending=3, due_next_minute=0, overdue=0, dead=0)
+    assert live.application(app).counts.pending == 3
+
+
+def test_live_configure_errors_name_the_field(live: ClockClient) -> None:
+    app = _app()
+    with pytest.raises(ValidationError) as caught:
+        live.configure(app, create_burst=5)  # a burst without its rate
+    assert (caught.value.status_code, caught.value.field) == (400, "create_burst")
+    with pytest.raises(NotFound):
+        live.application(app)  # registered nothing
+    live.configure(app, retry_base_s=2.0)
+    with pytest.raises(ValidationError) as caught:
+        live.configure(app, retry_cap_s=1.0)
+    assert caught.value.field == "retry_cap_s"
+    with pytest.raises(ValidationError) as caught:
+        live.configure(app, max_pending=0)
+    assert caught.value.field == "max_pending"
+    with pytest.raises(ValidationError) as caught:
+        live.application("not a valid app!")
+    assert caught.value.field == "application"

@@ -12,6 +12,7 @@ from werkzeug.routing import PathConverter
 from werkzeug.sansio.response import Response as BaseResponse
 
 from clock_server.api.access import authenticate
+from clock_server.api.application_routes import applications
 from clock_server.api.http_errors import clock_error, http_error, unexpected_error
 from clock_server.api.routes import api
 from clock_server.api.services import Services
@@ -29,6 +30,7 @@ def create_app(services: Services) -> Flask:
     app.url_map.converters["path"] = _AnyPath
     app.before_request(authenticate)  # 401 for /v1 without a valid token, when tokens are set
     app.register_blueprint(api)
+    app.register_blueprint(applications)
     app.register_error_handler(ClockError, clock_error)
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, unexpected_error)

@@ -9,11 +9,13 @@ from flask import Response, jsonify
 from werkzeug.exceptions import HTTPException
 
 from clock_server.errors import (
+    CapacityExceeded,
     ClockError,
     Conflict,
     Forbidden,
     NotFound,
     PayloadTooLarge,
+    RateLimited,
     Unauthorized,
     Unavailable,
     ValidationError,
@@ -28,6 +30,8 @@ _STATUS_BY_ERROR: list[tuple[type[ClockError], int]] = [
     (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
+    (RateLimited, 429),
+    (CapacityExceeded, 429),
     (Unavailable, 503),
 ]
 
@@ -36,6 +40,8 @@ def error_body(error: ClockError) -> dict[str, Any]:
     body: dict[str, Any] = {"code": error.code, "message": error.message, "field": error.field}
     if isinstance(error, Conflict):
         body["status"] = error.status
+    if isinstance(error, RateLimited):
+        body["retry_after_s"] = error.retry_after_s
     return {"error": body}
 
 
@@ -53,6 +59,8 @@ def clock_error(error: ClockError) -> tuple[Response, int, list[tuple[str, str]]
     headers = []
     if isinstance(error, Unauthorized):
         headers.append(("WWW-Authenticate", error.challenge))
+    if isinstance(error, RateLimited):
+        headers.append(("Retry-After", str(error.retry_after_s)))
     return jsonify(error_body(error)), status, headers
 
 

@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from clock_server import __version__
+from clock_server.api.application_validation import ApplicationSettings
 from clock_server.api.validation import CreateAlarm, UpdateAlarm
 from clock_server.model import APPLICATION_PATTERN, STATUSES
 
@@ -78,9 +79,25 @@ _BATCH_RESULT = {
     "type": "object",
     "required": ["status"],
     "properties": {
-        "status": {"type": "integer", "enum": [200, 201, 400, 403, 413]},
+        "status": {"type": "integer", "enum": [200, 201, 400, 403, 413, 429]},
         "alarm": {"$ref": "#/components/schemas/Alarm"},
         "error": _ERROR["properties"]["error"],  # type: ignore[index]
+    },
+}
+
+
+_COUNTS = {
+    "type": "object",
+    "required": ["pending", "due_next_minute", "overdue", "dead"],
+    "properties": {
+        "pending": {"type": "integer", "minimum": 0},
+        "due_next_minute": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "pending, due from now to a minute ahead",
+        },
+        "overdue": {"type": "integer", "minimum": 0, "description": "pending, due before now"},
+        "dead": {"type": "integer", "minimum": 0},
     },
 }
 
@@ -101,6 +118,8 @@ def _errors(*codes: int) -> dict[str, Any]:
         404: "no such alarm",
         409: "the alarm is not pending",
         413: "body or payload over the limit",
+        429: "over the application's creation rate (rate_limited, with Retry-After) or its "
+        "pending alarms (capacity_exceeded); nothing was stored",
         503: "database unavailable",
     }
     responses = {
@@ -109,6 +128,13 @@ def _errors(*codes: int) -> dict[str, Any]:
     if 401 in codes:
         responses["401"]["headers"] = {
             "WWW-Authenticate": {"required": True, "schema": {"type": "string"}}
+        }
+    if 429 in codes:
+        responses["429"]["headers"] = {
+            "Retry-After": {
+                "description": "whole seconds, with rate_limited",
+                "schema": {"type": "string"},
+            }
         }
     return responses
 
@@ -153,6 +179,79 @@ _LIST_PARAMS = [
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}},
     {"name": "cursor", "in": "query", "schema": {"type": "string"}},
 ]
+
+
+_APPLICATION_PARAMS = [
+    {
+        "name": "application",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+    }
+]
+
+
+def _application_schema() -> dict[str, Any]:
+    """An application as the registry routes answer it: its settings (null: no limit, or
+    the server's default), whether it is registered, and its live counts."""
+    settings = ApplicationSettings.model_json_schema(ref_template=_REF)["properties"]
+    properties: dict[str, Any] = {"name": {"type": "string", "pattern": APPLICATION_PATTERN}}
+    for name, field in settings.items():
+        [value] = [branch for branch in field["anyOf"] if branch.get("type") != "null"]
+        kind = value["type"]
+        properties[name] = {"type": [kind, "null"], "description": field.get("description", "")}
+    properties["created_at"] = {
+        "type": ["integer", "null"],
+        "description": "epoch ms; null when not registered",
+    }
+    properties["updated_at"] = {"type": ["integer", "null"]}
+    properties["registered"] = {
+        "type": "boolean",
+        "description": "false: the application has alarms but no row in the registry",
+    }
+    properties["counts"] = _ref("ApplicationCounts")
+    return {"type": "object", "required": list(properties), "properties": properties}
+
+
+def _burst_needs_rate(burst: str, rate: str) -> dict[str, Any]:
+    return {
+        "if": {"required": [burst], "properties": {burst: {"type": "integer"}}},
+        "then": {"required": [rate], "properties": {rate: {"type": "number"}}},
+    }
+
+
+def _settings_schema() -> dict[str, Any]:
+    """PUT's body: ApplicationSettings' model schema, plus a rule checked in code that JSON
+    Schema can say: a burst needs its rate. retry_cap_s must also be at least retry_base_s."""
+    schema = ApplicationSettings.model_json_schema(ref_template=_REF)
+    schema["allOf"] = [
+        _burst_needs_rate("create_burst", "create_rate_per_s"),
+        _burst_needs_rate("ring_burst", "ring_rate_per_s"),
+    ]
+    return schema
+
+
+def _changes_schema() -> dict[str, Any]:
+    """PATCH's body: the same settings, at least one. The rules between settings are checked
+    against the stored ones, so the document cannot state them."""
+    schema = ApplicationSettings.model_json_schema(ref_template=_REF)
+    schema["title"] = "ApplicationChanges"
+    schema["minProperties"] = 1
+    for field in schema["properties"].values():
+        field.pop("default", None)
+    return schema
+
+
+def _application_ok(description: str) -> dict[str, Any]:
+    return {"description": description, **_json(_ref("Application"))}
+
+
+def _admin_errors(*codes: int) -> dict[str, Any]:
+    responses = _errors(*codes)
+    responses["403"]["description"] = "the token is not an admin token (one for '*')"
+    if "404" in responses:
+        responses["404"]["description"] = "the application is not registered"
+    return responses
 
 
 def _alarm_ok(description: str) -> dict[str, Any]:
@@ -203,6 +302,10 @@ def openapi_document() -> dict[str, Any]:
         "properties": {"alarms": {"type": "array", "minItems": 1, "items": _ref("CreateAlarm")}},
     }
     schemas["BatchResult"] = _BATCH_RESULT
+    schemas["Application"] = _application_schema()
+    schemas["ApplicationCounts"] = _COUNTS
+    schemas["ApplicationSettings"] = _settings_schema()
+    schemas["ApplicationChanges"] = _changes_schema()
     paths = {
         "/v1/alarms": {
             "post": {
@@ -211,7 +314,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {
                     "201": _alarm_ok("created"),
                     "200": _alarm_ok("already existed; the stored alarm, unchanged"),
-                    **_errors(400, 401, 403, 413, 503),
+                    **_errors(400, 401, 403, 413, 429, 503),
                 },
             },
             "get": {
@@ -275,6 +378,59 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {
                     "200": _alarm_ok("cancelled"),
                     **_errors(400, 401, 403, 404, 409, 503),
+                },
+            },
+        },
+        "/v1/applications": {
+            "get": {
+                "summary": "Every application: the registered ones and any other with alarms, "
+                "by name, with live counts (admin token)",
+                "responses": {
+                    "200": {
+                        "description": "the applications",
+                        **_json(
+                            {
+                                "type": "object",
+                                "required": ["applications"],
+                                "properties": {
+                                    "applications": {
+                                        "type": "array",
+                                        "items": _ref("Application"),
+                                    }
+                                },
+                            }
+                        ),
+                    },
+                    **_admin_errors(401, 403, 503),
+                },
+            },
+        },
+        "/v1/applications/{application}": {
+            "parameters": _APPLICATION_PARAMS,
+            "get": {
+                "summary": "Read a registered application's settings and counts (admin token)",
+                "responses": {
+                    "200": _application_ok("the application"),
+                    **_admin_errors(400, 401, 403, 404, 503),
+                },
+            },
+            "put": {
+                "summary": "Set every setting of an application, registering it if needed; "
+                "a setting left out is null (admin token)",
+                "requestBody": {"required": True, **_json(_ref("ApplicationSettings"))},
+                "responses": {
+                    "201": _application_ok("registered now"),
+                    "200": _application_ok("was registered; every setting replaced"),
+                    **_admin_errors(400, 401, 403, 413, 503),
+                },
+            },
+            "patch": {
+                "summary": "Change some settings of a registered application; null clears one "
+                "(admin token)",
+                "requestBody": {"required": True, **_json(_ref("ApplicationChanges"))},
+                "responses": {
+                    "200": _application_ok("changed"),
+                    **_admin_errors(400, 401, 403, 404, 413, 503),
                 },
             },
         },

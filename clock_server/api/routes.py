@@ -13,7 +13,7 @@ from clock_server.api.openapi import openapi_document
 from clock_server.api.services import Services
 from clock_server.errors import ClockError, PayloadTooLarge, Unavailable
 from clock_server.metrics import EXPOSITION_CONTENT_TYPE, exposition
-from clock_server.model import Alarm
+from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
 
 api = Blueprint("api", __name__)
@@ -30,7 +30,14 @@ def create_alarm() -> tuple[Response, int]:
     now_ms = svc.clock.now_ms()
     new = validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes)
     authorize(new.application)
-    alarm, created = svc.single_creates.submit((new, now_ms))
+    with svc.admission.admit([new], now_ms) as admitted:
+        (outcome,) = admitted.outcomes
+        if isinstance(outcome, ClockError):
+            raise outcome  # unregistered, or over a limit of the application
+        if isinstance(outcome, Alarm):  # at capacity, but the key exists: a repeat
+            return jsonify(outcome.to_json()), 200
+        alarm, created = svc.single_creates.submit((outcome, now_ms))
+        admitted.record(alarm.application, created)
     if created:
         svc.metrics.created.inc()
         _notify(svc, alarm)
@@ -53,12 +60,21 @@ def create_alarms() -> tuple[Response, int]:
             results.append(None)
         except ClockError as error:
             results.append({"status": status_for(error), **error_body(error)})
-    stored = iter(svc.store.create_many(valid, now_ms) if valid else [])
     earliest: int | None = None
     created_count = 0
-    for index, result in enumerate(results):
-        if result is None:
-            alarm, created = next(stored)
+    with svc.admission.admit(valid, now_ms) as admitted:
+        writes = [outcome for outcome in admitted.outcomes if isinstance(outcome, NewAlarm)]
+        stored = iter(svc.store.create_many(writes, now_ms) if writes else [])
+        outcomes = iter(admitted.outcomes)
+        for index, result in enumerate(results):
+            if result is not None:
+                continue
+            outcome = next(outcomes)
+            if isinstance(outcome, ClockError):  # its own 403 or 429; the others go on
+                results[index] = {"status": status_for(outcome), **error_body(outcome)}
+                continue
+            alarm, created = (outcome, False) if isinstance(outcome, Alarm) else next(stored)
+            admitted.record(alarm.application, created)
             results[index] = {"status": 201 if created else 200, "alarm": alarm.to_json()}
             if created:
                 created_count += 1

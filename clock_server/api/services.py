@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from clock_server.api.admission import Admission
 from clock_server.api.tokens import TokenTable
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
@@ -44,6 +45,7 @@ class Services:
     applications: SqlApplicationRegistry = field(init=False)
     policies: CachedPolicies = field(init=False)  # the registry as of a few seconds ago
     limiter: SharedRateLimiter = field(init=False)  # creation rates, service-wide
+    admission: Admission = field(init=False)  # registration and limits at creation
 
     def __post_init__(self) -> None:
         self.applications = SqlApplicationRegistry(self.store)
@@ -53,6 +55,15 @@ class Services:
             int(self.settings.application_refresh_s * 1000),
         )
         self.limiter = SharedRateLimiter(SqlTokenBuckets(self.store))
+        self.admission = Admission(
+            self.settings,
+            self.store,
+            self.applications,
+            self.policies,
+            self.limiter,
+            self.clock,
+            self.metrics,
+        )
         self.single_creates = GroupCommit(
             self.store.create_each,
             lambda request: self.store.create(*request),

@@ -1,13 +1,16 @@
-"""Periodic maintenance jobs on an APScheduler background scheduler."""
+"""Periodic maintenance jobs on an APScheduler background scheduler: the backlog gauge and
+the retention purge."""
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from clock_server.metrics import Metrics
-from clock_server.store.ports import BacklogCounter
+from clock_server.model import CANCELLED, DEAD, EXPIRED, RUNG
+from clock_server.store.ports import BacklogCounter, FinishedAlarmPurger, JobLease
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
@@ -19,12 +22,18 @@ class Maintenance:
     """Runs the housekeeping jobs; constructing it schedules nothing until start()."""
 
     def __init__(
-        self, store: BacklogCounter, clock: Clock, metrics: Metrics, interval_s: float = 15.0
+        self,
+        store: BacklogCounter,
+        clock: Clock,
+        metrics: Metrics,
+        interval_s: float = 15.0,
+        purge: RetentionPurge | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.metrics = metrics
         self.interval_s = interval_s
+        self.purge = purge
         self._scheduler: BackgroundScheduler | None = None
 
     def start(self) -> None:
@@ -37,10 +46,22 @@ class Maintenance:
             max_instances=1,
             coalesce=True,
         )
+        if self.purge is not None:
+            self._scheduler.add_job(
+                self.purge_finished,
+                "interval",
+                seconds=self.purge.interval_s,
+                id=PURGE_JOB,
+                max_instances=1,
+                coalesce=True,
+            )
         self._scheduler.start()
 
     def stop(self) -> None:
-        """Stop scheduling; a measurement in progress is left to finish on its own."""
+        """Stop scheduling; a measurement in progress is left to finish on its own, a purge
+        run after the batch in hand."""
+        if self.purge is not None:
+            self.purge.stop()
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
@@ -58,3 +79,187 @@ class Maintenance:
                 "%d alarms are overdue and unclaimed", overdue, extra={"action": "alarms_overdue"}
             )
         return overdue
+
+    def purge_finished(self) -> int | None:
+        """One run of the retention purge: how many alarms it deleted, None when another
+        server holds the job's lease, -1 when the database failed under it."""
+        assert self.purge is not None
+        try:
+            return self.purge.run()
+        except Exception:
+            log.exception("the retention purge failed", extra={"action": "maintenance_error"})
+            return -1
+
+
+FINISHED = (RUNG, CANCELLED, EXPIRED, DEAD)
+DAY_MS = 86_400_000
+PURGE_JOB = "purge_finished_alarms"
+# A run may work for this share of the interval, so that runs never overlap.
+PURGE_BUDGET_SHARE = 0.8
+# The lease outlives a run and the wait for the next one, when its holder renews it; a holder
+# that died leaves the job to another server after at most this many intervals.
+PURGE_LEASE_INTERVALS = 2.0
+# After each batch the purge rests this many times as long as the batch took, leaving the
+# database to the ring path and the API in between (see docs/PERFORMANCE.md).
+PURGE_REST_RATIO = 1.0
+_START = (-(2**62), 0)  # a position before every finish time
+
+Position = tuple[int, int]  # (finish time, id): the purge has read every row up to here
+
+
+class RetentionPurge:
+    """Deletes finished alarms (rung, cancelled, expired, dead) once they finished longer ago
+    than their application's retention (its `retention_days`, else the server's default).
+
+    A run takes the job's lease first, so that of several servers one purges at a time, then
+    works in batches of at most `batch` rows until nothing is left or its time budget is
+    spent: each batch reads the next rows of one status from the (status, next_try_time)
+    index (finish order, no locks) and deletes those past their retention by id in a
+    transaction of its own. Between batches it rests, in proportion to the batch's time.
+
+    What it reads. The retentions in use form classes: the default and each distinct
+    `retention_days`. For each status, the classes run longest retention first; the class of
+    R days reads the finished rows up to its cutoff (now - R) and deletes every row it meets
+    whose own application's cutoff has passed. Each class remembers how far it has read (its
+    watermark), and no row of an application with a retention of R or less is left below it,
+    so the next run reads on from there: one interval's worth of finished rows per class.
+    A class also starts no lower than where the longer class before it stopped in this run,
+    since that one has deleted everything below its cutoff that any shorter class would.
+    Within a run, each read starts where the last one stopped, so the rows a class keeps
+    (those of longer-retention applications) are read once, not once per batch.
+    - A longer retention than the default: the default class reads that application's rows
+      from the default cutoff up to its own once each, when they cross the default cutoff;
+      its own class reads beyond, where only rows of still longer retentions are left.
+    - A shorter one: its class reads the rows between the default cutoff and its own, every
+      application's, once each. On the first run of a process (or after it took the lease
+      over) no watermark is known, and that whole range is read once, spread over runs by
+      the budget; reading the application's own rows through the (application, status)
+      index instead would avoid that, but read all its kept rows again on every run, in id
+      order rather than finish order.
+    - When an application's retention gets shorter, rows below the watermarks may now be due,
+      so the watermarks are forgotten and the next run reads from the start.
+    The watermarks live in this process: a server that takes the lease over starts from the
+    start. A row finishing after a run is stamped after that run's cutoffs unless the clocks
+    of two servers differ by more than the retention.
+    """
+
+    def __init__(
+        self,
+        purger: FinishedAlarmPurger,
+        lease: JobLease,
+        clock: Clock,
+        metrics: Metrics,
+        *,
+        owner: str,
+        retention_days: float,
+        interval_s: float,
+        batch: int,
+        budget_s: float | None = None,
+        rest_ratio: float = PURGE_REST_RATIO,
+    ) -> None:
+        self.purger = purger
+        self.lease = lease
+        self.clock = clock
+        self.metrics = metrics
+        self.owner = owner
+        self.retention_days = retention_days
+        self.interval_s = interval_s
+        self.batch = batch
+        budget = interval_s * PURGE_BUDGET_SHARE if budget_s is None else budget_s
+        self.budget_ms = int(budget * 1000)
+        self.lease_ms = int(interval_s * PURGE_LEASE_INTERVALS * 1000)
+        self.rest_ratio = rest_ratio
+        self._stopped = threading.Event()
+        self._read: dict[tuple[str, float], Position] = {}  # (status, days) -> watermark
+        self._overrides: dict[str, float] = {}  # the retentions of the last run
+
+    def stop(self) -> None:
+        """End a run in progress after its current batch."""
+        self._stopped.set()
+
+    def run(self) -> int | None:
+        """One run: the number of alarms deleted, None when another server holds the lease."""
+        started = self.clock.now_ms()
+        if not self.lease.take(PURGE_JOB, self.owner, started, started + self.lease_ms):
+            return None
+        overrides = self.purger.retention_overrides()
+        self._forget_if_shortened(overrides)
+        classes = sorted({self.retention_days, *overrides.values()}, reverse=True)
+        self._read = {key: at for key, at in self._read.items() if key[1] in classes}
+        passes = [_StatusPass(status, classes) for status in FINISHED]
+        deleted = 0
+        while passes and not self._out_of_time(started):
+            for one in list(passes):
+                before = self.clock.now_ms()
+                gone, more = self._next_batch(one, started, overrides)
+                deleted += gone
+                if not more:
+                    passes.remove(one)
+                took_ms = self.clock.now_ms() - before
+                if self.rest_ratio > 0 and took_ms > 0:
+                    self.clock.wait(self._stopped, int(took_ms * self.rest_ratio))
+                if self._out_of_time(started):
+                    break
+        if deleted:
+            seconds = (self.clock.now_ms() - started) / 1000
+            left = " (more left for the next run)" if passes else ""
+            log.info(
+                "purged %d finished alarms past their retention in %.1f s%s",
+                deleted,
+                seconds,
+                left,
+                extra={"action": "alarms_purged", "purged": deleted},
+            )
+        return deleted
+
+    def _next_batch(
+        self, one: _StatusPass, now_ms: int, overrides: dict[str, float]
+    ) -> tuple[int, bool]:
+        """Read and delete one batch of `one`'s current class: (deleted, more to do)."""
+        days = one.classes[one.index]
+        cutoff = now_ms - int(days * DAY_MS)
+        key = (one.status, days)
+        if one.position is None:
+            one.position = max(self._read.get(key, _START), one.floor)
+        rows = self.purger.finished_after(one.status, one.position, cutoff, self.batch)
+        default = self.retention_days
+        # Every row past its own application's cutoff goes, whichever class reads it.
+        due = [
+            row.id
+            for row in rows
+            if row.finished_ms < now_ms - int(overrides.get(row.application, default) * DAY_MS)
+        ]
+        gone = self.purger.delete_finished(one.status, due, cutoff) if due else 0
+        if gone:
+            self.metrics.purged.inc(gone)
+        if len(rows) == self.batch:
+            one.position = (rows[-1].finished_ms, rows[-1].id)
+            self._read[key] = one.position
+            return gone, True
+        # Read up to the cutoff: nothing of this class or a shorter one is left below it.
+        self._read[key] = one.floor = (cutoff, 0)
+        one.index += 1
+        one.position = None
+        return gone, one.index < len(one.classes)
+
+    def _forget_if_shortened(self, overrides: dict[str, float]) -> None:
+        default = self.retention_days
+        for name in self._overrides.keys() | overrides.keys():
+            if overrides.get(name, default) < self._overrides.get(name, default):
+                self._read.clear()
+                break
+        self._overrides = overrides
+
+    def _out_of_time(self, started_ms: int) -> bool:
+        return self._stopped.is_set() or self.clock.now_ms() - started_ms >= self.budget_ms
+
+
+class _StatusPass:
+    """Where one status's part of a run stands: which class, and where its reading is."""
+
+    def __init__(self, status: str, classes: list[float]) -> None:
+        self.status = status
+        self.classes = classes  # retention days, longest first
+        self.index = 0
+        self.position: Position | None = None  # None: the class has not started
+        self.floor: Position = _START  # where the longer class before stopped, this run

@@ -12,7 +12,7 @@ from clock_server.api.tokens import TokenTable, load_tokens
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.deadline import Deadline
 from clock_server.engine.alarm_engine import AlarmEngine
-from clock_server.engine.maintenance import Maintenance
+from clock_server.engine.maintenance import Maintenance, RetentionPurge
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
 from clock_server.store import migrate
@@ -21,6 +21,7 @@ from clock_server.store.applications import CachedPolicies, SqlApplicationRegist
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import make_engine
 from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.timesource import Clock, SystemClock
 
@@ -112,7 +113,17 @@ def build(
         assert tokens is not None
         services = Services(settings, store, clock, metrics, engine, publisher, tokens)
         app = create_app(services)
-    maintenance = Maintenance(store, clock, metrics)
+    purge = RetentionPurge(
+        SqlFinishedAlarmPurger(store),
+        SqlJobLease(store),
+        clock,
+        metrics,
+        owner=settings.instance_id,
+        retention_days=settings.retention_days,
+        interval_s=settings.purge_interval_s,
+        batch=settings.purge_batch,
+    )
+    maintenance = Maintenance(store, clock, metrics, purge=purge)
     return Runtime(settings, store, app, engine, publisher, maintenance)
 
 

@@ -143,6 +143,11 @@ class AlarmStore:
             raise NotFound(f"no alarm {application}/{business_id}")
         return alarm_from_row(row)
 
+    def find(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Alarm]:
+        """The stored alarms among (application, business_id) `keys`, by key."""
+        with translate_errors():
+            return self._alarms_by_key(keys)
+
     def update(
         self, application: str, business_id: str, changes: AlarmChanges, now_ms: int
     ) -> Alarm:
@@ -188,6 +193,9 @@ class AlarmStore:
                     .where(alarm_table.c.id == row.id)
                     .values(
                         status=CANCELLED,
+                        # Finished now: the (status, next_try_time) index orders finished
+                        # alarms by when they finished, which the retention purge reads.
+                        next_try_time=now_ms,
                         update_time=now_ms,
                         version=alarm_table.c.version + 1,
                     )

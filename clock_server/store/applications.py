@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sqlalchemy import and_, func, select, update
 from sqlalchemy.dialects.mysql import insert as mysql_insert
@@ -72,24 +72,54 @@ class SqlApplicationRegistry:
             )
         return self.get(policy.name), added
 
-    def counts(self, now_ms: int) -> dict[str, ApplicationCounts]:
+    def update(
+        self,
+        name: str,
+        changes: Mapping[str, object],
+        now_ms: int,
+        check: Callable[[ApplicationPolicy], None] | None = None,
+    ) -> ApplicationPolicy:
+        """Change only the settings in `changes` (None clears one), under the row's lock, so
+        two changes of different settings both land. `check` sees the application as it
+        would be and may raise to change nothing. NotFound when it is not registered."""
+        unknown = set(changes) - set(POLICY_FIELDS)
+        if unknown:
+            raise ValueError(f"not settings of an application: {sorted(unknown)}")
+        query = select(application_table).where(application_table.c.name == name)
+        locked = query.with_for_update() if self.store.caps.row_locks else query
+        with translate_errors(), self.store.engine.begin() as conn:
+            row = conn.execute(locked).first()
+            if row is None:
+                raise NotFound(f"no application {name!r} is registered")
+            if check is not None:
+                check(dataclasses.replace(_policy(row._mapping), **changes))  # type: ignore[arg-type]
+            conn.execute(
+                update(application_table)
+                .where(application_table.c.name == name)
+                .values(**changes, updated_at=now_ms)
+            )
+            return _policy(conn.execute(query).one()._mapping)
+
+    def counts(self, now_ms: int, name: str | None = None) -> dict[str, ApplicationCounts]:
         """Pending, due within a minute, overdue and dead alarms of each application that has
-        any. Pending and dead come from the (application, status) index; the due ones from
-        the (status, next_try_time) index, so finished alarms are not read."""
+        any, or of `name` alone. Pending and dead come from the (application, status) index;
+        the due ones from the (status, next_try_time) index, so finished alarms are not
+        read."""
         c = alarm_table.c
+        only = [c.application == name] if name is not None else []
         by_status = (
             select(c.application, c.status, func.count())
-            .where(c.status.in_((PENDING, DEAD)))
+            .where(c.status.in_((PENDING, DEAD)), *only)
             .group_by(c.application, c.status)
         )
         soon = (
             select(c.application, func.count())
-            .where(and_(c.status == PENDING, c.next_try_time <= now_ms + _NEXT_MINUTE_MS))
+            .where(and_(c.status == PENDING, c.next_try_time <= now_ms + _NEXT_MINUTE_MS, *only))
             .group_by(c.application)
         )
         overdue = (
             select(c.application, func.count())
-            .where(and_(c.status == PENDING, c.next_try_time < now_ms))
+            .where(and_(c.status == PENDING, c.next_try_time < now_ms, *only))
             .group_by(c.application)
         )
         tallies: dict[str, dict[str, int]] = {}

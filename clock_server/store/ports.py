@@ -128,3 +128,42 @@ class RateLimiter(Protocol):
     ) -> Grant:
         """Take up to `wanted` tokens from the bucket of `burst` refilled at `rate_per_s`."""
         ...
+
+
+class FinishedRow(NamedTuple):
+    """A finished alarm as the retention purge reads it from the (status, next_try_time)
+    index: next_try_time is the moment it finished."""
+
+    id: int
+    application: str
+    finished_ms: int
+
+
+class FinishedAlarmPurger(Protocol):
+    """Deleting finished alarms (rung, cancelled, expired, dead) once past their retention."""
+
+    def retention_overrides(self) -> dict[str, float]:
+        """The applications with a retention of their own: name -> days."""
+        ...
+
+    def finished_after(
+        self, status: str, after: tuple[int, int], before_ms: int, limit: int
+    ) -> list[FinishedRow]:
+        """Up to `limit` alarms of `status` that finished before `before_ms`, in (finish time,
+        id) order from just after `after` (a finish time and an id); a read that locks
+        nothing."""
+        ...
+
+    def delete_finished(self, status: str, ids: Sequence[int], before_ms: int) -> int:
+        """Delete those of `ids` still of `status` and finished before `before_ms`, with
+        everything kept with them, in one short transaction; returns how many went."""
+        ...
+
+
+class JobLease(Protocol):
+    """A periodic job that several servers schedule, run by one at a time."""
+
+    def take(self, name: str, owner: str, now_ms: int, until_ms: int) -> bool:
+        """Hold job `name` for `owner` until `until_ms`, if nobody else holds it at `now_ms`
+        (renewing the lease `owner` holds); True when held."""
+        ...

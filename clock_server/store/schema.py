@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Column,
-    Float,
+    Double,
     Index,
     Integer,
     MetaData,
@@ -95,16 +95,16 @@ application_table = Table(
     "clock_application",
     metadata,
     Column("name", _APP, primary_key=True),
-    Column("create_rate_per_s", Float, nullable=True),
+    Column("create_rate_per_s", Double, nullable=True),
     Column("create_burst", Integer, nullable=True),
     Column("max_pending", BigInteger, nullable=True),
-    Column("ring_rate_per_s", Float, nullable=True),
+    Column("ring_rate_per_s", Double, nullable=True),
     Column("ring_burst", Integer, nullable=True),
-    Column("retry_base_s", Float, nullable=True),
-    Column("retry_cap_s", Float, nullable=True),
+    Column("retry_base_s", Double, nullable=True),
+    Column("retry_cap_s", Double, nullable=True),
     Column("retry_max", Integer, nullable=True),
     Column("default_cutoff_ms", BigInteger, nullable=True),
-    Column("retention_days", Float, nullable=True),
+    Column("retention_days", Double, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     mysql_engine="InnoDB",
@@ -117,8 +117,20 @@ rate_bucket_table = Table(
     metadata,
     Column("application", _APP, primary_key=True),
     Column("kind", String(16), primary_key=True),
-    Column("tokens", Float, nullable=False),
+    Column("tokens", Double, nullable=False),
     Column("refilled_at", BigInteger, nullable=False),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
+# One row per periodic job that must run on one server at a time (the retention purge): the
+# server named in `owner` holds it until `until_ms`, and renews it on each run.
+job_lease_table = Table(
+    "clock_job_lease",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("owner", String(128), nullable=False),
+    Column("until_ms", BigInteger, nullable=False),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )

@@ -1,0 +1,190 @@
+"""Retention purge under load: lateness at a steady rate while finished alarms past their
+retention are deleted, against the same run on a table without them.
+
+    python -m bench.purge                                # 1,000,000 rows, 1,000/s, 30 s, 2 pairs
+    python -m bench.purge --rows 100000 --seconds 10 --pairs 1
+
+Each run gets a fresh MariaDB database. For the purge side, `rows` finished alarms (rung,
+cancelled, expired and dead in turn), finished 31 days ago and so past the default 30-day
+retention, are inserted by SQL (50,000 rows per INSERT ... SELECT) before clock-server
+starts; once MariaDB has written back what the fill left dirty, the server starts with
+CLOCK_PURGE_INTERVAL_S=`interval`, so that its first purge run begins `interval` seconds
+later, and scenario 1 (alarms created at `rate`/s, each due 1-10 s later) runs at once. The
+baseline side is the same without the rows. Sides alternate in order from pair to pair.
+
+Reported per side: lateness at the consumer (p50, p99) and at the server (published p99),
+lost and early alarms; for the purge side, the rows deleted while the steady load ran per
+second of it, and the time until every row was gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+
+from bench.clockserver import BenchServer
+from bench.scenarios import _settle, _steady_on
+from clock_server.store import migrate
+from clock_server.store.db import make_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+DAY_MS = 86_400_000
+FILL_STEP = 50_000
+APPLICATION = "purged"
+
+
+class PreparedServer(BenchServer):
+    """A BenchServer whose database is migrated and filled before the server starts."""
+
+    def __init__(self, workdir: Path, rows: int, **settings: str) -> None:
+        super().__init__(workdir, **settings)
+        self.rows = rows
+        self.prepared: dict[str, float] = {}
+
+    def __enter__(self) -> PreparedServer:
+        with self._admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE `{self.database}` CHARACTER SET utf8mb4"))
+        engine = make_engine(self.database_url, pool_size=2)
+        migrate.upgrade(engine)
+        engine.dispose()
+        if self.rows:
+            self.prepared = fill_finished(self, self.rows)
+        self.start()
+        return self
+
+    def count_left(self) -> int:
+        engine = make_engine(self.database_url, pool_size=1)
+        with engine.connect() as conn:
+            query = text("SELECT COUNT(*) FROM clock WHERE application = :a")
+            left = int(conn.execute(query, {"a": APPLICATION}).scalar_one())
+        engine.dispose()
+        return left
+
+
+def fill_finished(server: BenchServer, rows: int) -> dict[str, float]:
+    """`rows` alarms that finished 31 days ago, a millisecond apart, the four finished
+    statuses in turn, inserted by SQL; then the write-back waited out."""
+    started = time.monotonic()
+    old = int(time.time() * 1000) - 31 * DAY_MS - rows
+    for first in range(0, rows, FILL_STEP):
+        count = min(FILL_STEP, rows - first)
+        server.execute(
+            "INSERT INTO clock (application, business_id, payload, target_ring_at,"
+            " next_try_time, retry_times, status, rung_at, version, claimed_by, create_time,"
+            f" update_time) SELECT '{APPLICATION}', CONCAT('p', seq), REPEAT('x', 64),"
+            f" {old} + seq, {old} + seq, 0, ELT(1 + seq % 4, 'rung', 'cancelled', 'expired',"
+            f" 'dead'), IF(seq % 4 = 0, {old} + seq, NULL), 1, 0, {old}, {old} + seq"
+            f" FROM seq_{first + 1}_to_{first + count}"
+        )
+    fill_s = time.monotonic() - started
+    return {"finished_rows": rows, "fill_s": fill_s, "settle_s": _settle(server)}
+
+
+def one_run(
+    workdir: Path, rows: int, rate: float, seconds: float, interval_s: float, wait_s: float
+) -> dict[str, Any]:
+    settings = {"purge_interval_s": str(interval_s), "web_processes": "2"}
+    with PreparedServer(workdir, rows, **settings) as server:
+        started = time.monotonic()
+        steady = _steady_on(server, workdir, rate, seconds)
+        steady_s = time.monotonic() - started
+        result: dict[str, Any] = {"rows": rows, **server.prepared, **steady}
+        if rows:
+            left = server.count_left()
+            result["deleted_during_steady"] = rows - left
+            result["steady_window_s"] = steady_s
+            result["purge_rows_per_s_during_steady"] = (rows - left) / steady_s
+            while left and time.monotonic() - started < wait_s:
+                time.sleep(1.0)
+                left = server.count_left()
+            total_s = time.monotonic() - started
+            result["left_at_end"] = left
+            result["purge_all_s"] = total_s if not left else None
+            result["purge_rows_per_s_overall"] = (rows - left) / total_s
+    result.pop("received_sample", None)
+    return result
+
+
+FIGURES = (
+    ("received p50 ms", ("received_lateness_ms", "p50")),
+    ("received p99 ms", ("received_lateness_ms", "p99")),
+    ("received max ms", ("received_lateness_ms", "max")),
+    ("published p99 ms", ("published_lateness_ms", "p99")),
+    ("lost", ("lost",)),
+    ("early", ("early",)),
+    ("mariadb µs/alarm", ("mariadb_cpu_us_per_alarm",)),
+    ("purge rows/s while steady", ("purge_rows_per_s_during_steady",)),
+    ("purge rows/s until empty", ("purge_rows_per_s_overall",)),
+    ("purge all s", ("purge_all_s",)),
+)
+
+
+def figure(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = result
+    for key in path:
+        if not isinstance(value, dict) or value.get(key) is None:
+            return None
+        value = value[key]
+    return float(value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=float, default=1_000)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--interval", type=float, default=2.0, help="CLOCK_PURGE_INTERVAL_S")
+    parser.add_argument("--wait", type=float, default=600, help="most seconds to purge all")
+    args = parser.parse_args()
+    results: dict[str, list[dict[str, Any]]] = {"baseline": [], "purge": []}
+    with tempfile.TemporaryDirectory() as work:
+        for pair in range(args.pairs):
+            order = ("baseline", "purge") if pair % 2 == 0 else ("purge", "baseline")
+            for side in order:
+                rows = args.rows if side == "purge" else 0
+                result = one_run(
+                    Path(work), rows, args.rate, args.seconds, args.interval, args.wait
+                )
+                results[side].append(result)
+                shown = ", ".join(
+                    f"{name} {value:,.1f}"
+                    for name, path in FIGURES
+                    if (value := figure(result, path)) is not None
+                )
+                print(f"[purge] pair {pair + 1} {side}: {shown}", flush=True)
+    summary: dict[str, Any] = {"args": vars(args), "results": results, "medians": {}}
+    for name, path in FIGURES:
+        line = []
+        for side in ("baseline", "purge"):
+            values = [v for r in results[side] if (v := figure(r, path)) is not None]
+            if not values:
+                continue
+            median = statistics.median(values)
+            summary["medians"].setdefault(side, {})[name] = median
+            line.append(f"{side} {median:,.1f} {[round(v, 1) for v in values]}")
+        if line:
+            print(f"[purge] {name}: median {'; '.join(line)}")
+    medians = summary["medians"]
+    for name in ("received p50 ms", "received p99 ms"):
+        base, purged = medians["baseline"][name], medians["purge"][name]
+        ratio = purged / base if base else float("inf")
+        within = "yes" if purged <= base * 1.2 else "no"
+        print(f"[purge] {name}: with the purge / without = {ratio:.2f} (within 20 %: {within})")
+    out = ROOT / "bench" / "results" / f"purge-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=1, default=str))
+    print(f"[purge] wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

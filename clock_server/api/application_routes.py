@@ -1,0 +1,109 @@
+"""The registry of applications over HTTP: /v1/applications, for admin tokens only.
+
+Every route answers an application as its settings (`ApplicationPolicy.to_json`), whether
+it is `registered`, and its live `counts`. An application that has alarms but no row in the
+registry is listed too, with null settings and `"registered": false`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from clock_server.api import application_validation, validation
+from clock_server.api.access import current_grant
+from clock_server.api.routes import services
+from clock_server.api.services import Services
+from clock_server.errors import Forbidden, PayloadTooLarge
+from clock_server.model import ApplicationCounts, ApplicationPolicy
+
+applications = Blueprint("applications", __name__)
+
+# Ten settings fit in a few hundred bytes; this is room enough for any way of writing them.
+BODY_MAX_BYTES = 16_384
+
+
+@applications.get("/v1/applications")
+def list_applications() -> Response:
+    svc = _admin()
+    now_ms = svc.clock.now_ms()
+    counts = svc.applications.counts(now_ms)
+    registered = {policy.name: policy for policy in svc.applications.all()}
+    names = sorted(registered.keys() | counts.keys())
+    found = [
+        _application_json(registered.get(name), name, counts.get(name, ApplicationCounts()))
+        for name in names
+    ]
+    return jsonify({"applications": found})
+
+
+@applications.get("/v1/applications/<application>")
+def get_application(application: str) -> Response:
+    svc = _admin()
+    validation.check_application(application)
+    policy = svc.applications.get(application)
+    return jsonify(_with_counts(policy))
+
+
+@applications.put("/v1/applications/<application>")
+def replace_application(application: str) -> tuple[Response, int]:
+    svc = _admin()
+    validation.check_application(application)
+    policy = application_validation.replacement(application, _json_body())
+    stored, added = svc.applications.put(policy, svc.clock.now_ms())
+    svc.policies.remember(stored)
+    return jsonify(_with_counts(stored)), 201 if added else 200
+
+
+@applications.patch("/v1/applications/<application>")
+def change_application(application: str) -> Response:
+    svc = _admin()
+    validation.check_application(application)
+    changes = application_validation.changes(_json_body())
+
+    def check(policy: ApplicationPolicy) -> None:
+        application_validation.check_policy(policy, set(changes))
+
+    stored = svc.applications.update(application, changes, svc.clock.now_ms(), check)
+    svc.policies.remember(stored)
+    return jsonify(_with_counts(stored))
+
+
+def _admin() -> Services:
+    """The services, once the caller is known to hold an admin token (any caller when
+    authentication is off). Checked before anything else: a token of some applications
+    learns nothing of the registry, not even whether a name is well-formed."""
+    grant = current_grant()
+    if grant is not None and not grant.is_admin:
+        raise Forbidden("only an admin token (one for '*') may read or change the applications")
+    return services()
+
+
+def _with_counts(policy: ApplicationPolicy) -> dict[str, Any]:
+    svc = services()
+    counts = svc.applications.counts(svc.clock.now_ms(), policy.name)
+    return _application_json(policy, policy.name, counts.get(policy.name, ApplicationCounts()))
+
+
+def _application_json(
+    policy: ApplicationPolicy | None, name: str, counts: ApplicationCounts
+) -> dict[str, Any]:
+    if policy is None:  # alarms, but no row in the registry
+        data = ApplicationPolicy(name=name).to_json()
+        data.update(created_at=None, updated_at=None)
+    else:
+        data = policy.to_json()
+    return {**data, "registered": policy is not None, "counts": counts.to_json()}
+
+
+def _json_body() -> dict[str, Any]:
+    """The body as a JSON object, read only when it is within BODY_MAX_BYTES."""
+    length = request.content_length
+    if length is not None and length > BODY_MAX_BYTES:
+        raise PayloadTooLarge(
+            f"the request body is {length} bytes, over the limit of {BODY_MAX_BYTES} for the "
+            "settings of an application"
+        )
+    request.max_content_length = BODY_MAX_BYTES  # a body without a length is cut off there
+    return validation.parse_json(request.get_data(cache=False))

@@ -1,0 +1,109 @@
+"""The settings of an application (PUT and PATCH /v1/applications/{application}) validated,
+or a 400 that names the field."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticError
+
+from clock_server.errors import ValidationError
+from clock_server.model import MAX_EPOCH_MS, POLICY_FIELDS, ApplicationPolicy
+
+# The columns' ranges: INT for the bursts and retry_max, BIGINT for max_pending and the
+# cutoff, a float (single precision on MariaDB) for the rest.
+INT_MAX = 2**31 - 1
+BIGINT_MAX = 2**63 - 1
+RATE_MIN, RATE_MAX = 0.000_001, 1_000_000.0  # alarms per second
+RETRY_MIN_S, RETRY_MAX_S = 0.001, 1_000_000.0  # a millisecond to about 11.5 days
+RETENTION_MIN_DAYS, RETENTION_MAX_DAYS = 0.000_001, 36_500.0  # 86 ms to a century
+
+Rate = Annotated[float, Field(ge=RATE_MIN, le=RATE_MAX)]
+Burst = Annotated[int, Field(ge=1, le=INT_MAX)]
+RetrySeconds = Annotated[float, Field(ge=RETRY_MIN_S, le=RETRY_MAX_S)]
+Days = Annotated[float, Field(ge=RETENTION_MIN_DAYS, le=RETENTION_MAX_DAYS)]
+
+# Each burst's rate: a burst needs it.
+_RATE_OF_BURST = {"create_burst": "create_rate_per_s", "ring_burst": "ring_rate_per_s"}
+
+
+class ApplicationSettings(BaseModel):
+    """The body of PUT (every setting; one left out is null) and PATCH (only those given)
+    /v1/applications/{application}. null is no limit, or the server's default."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+    create_rate_per_s: Rate | None = Field(
+        None, description="alarms created per second; null: no limit"
+    )
+    create_burst: Burst | None = Field(
+        None, description="creations taken at once; null: one second's worth (at least 1)"
+    )
+    max_pending: Annotated[int, Field(ge=1, le=BIGINT_MAX)] | None = Field(
+        None, description="the most pending alarms it may have; null: no limit"
+    )
+    ring_rate_per_s: Rate | None = Field(None, description="alarms rung per second; null: no limit")
+    ring_burst: Burst | None = Field(
+        None, description="rings taken at once; null: one second's worth (at least 1)"
+    )
+    retry_base_s: RetrySeconds | None = Field(
+        None, description="backoff after the first failed publish; null: CLOCK_RETRY_BASE_S"
+    )
+    retry_cap_s: RetrySeconds | None = Field(
+        None, description="longest backoff, at least retry_base_s; null: CLOCK_RETRY_CAP_S"
+    )
+    retry_max: Annotated[int, Field(ge=0, le=INT_MAX)] | None = Field(
+        None, description="retries before an alarm is dead; null: CLOCK_RETRY_MAX"
+    )
+    default_cutoff_ms: Annotated[int, Field(ge=0, le=MAX_EPOCH_MS)] | None = Field(
+        None,
+        description="a create without latest_ring_at gets target_ring_at + this; null: none",
+    )
+    retention_days: Days | None = Field(
+        None,
+        description="finished alarms are deleted after this long; null: CLOCK_RETENTION_DAYS",
+    )
+
+
+def replacement(name: str, data: dict[str, Any]) -> ApplicationPolicy:
+    """Validate a PUT: every setting, those left out null."""
+    body = _validate(data)
+    policy = ApplicationPolicy(name=name, **{f: getattr(body, f) for f in POLICY_FIELDS})
+    check_policy(policy, set(POLICY_FIELDS))
+    return policy
+
+
+def changes(data: dict[str, Any]) -> dict[str, Any]:
+    """Validate a PATCH: the settings given, each with its new value (None clears it). The
+    rules between settings are checked against the stored ones, with `check_policy`."""
+    body = _validate(data)
+    if not body.model_fields_set:
+        raise ValidationError(f"nothing to change: give any of {', '.join(POLICY_FIELDS)}")
+    return {name: getattr(body, name) for name in POLICY_FIELDS if name in body.model_fields_set}
+
+
+def check_policy(policy: ApplicationPolicy, given: set[str]) -> None:
+    """The rules between settings: a burst needs its rate, and retry_cap_s is at least
+    retry_base_s. The error names the setting of the pair that was `given`, the burst or
+    the cap when both were."""
+    for burst, rate in _RATE_OF_BURST.items():
+        if getattr(policy, burst) is not None and getattr(policy, rate) is None:
+            field = burst if burst in given or rate not in given else rate
+            raise ValidationError(f"{burst} needs {rate}: a burst without a rate", field=field)
+    base, cap = policy.retry_base_s, policy.retry_cap_s
+    if base is not None and cap is not None and cap < base:
+        field = "retry_cap_s" if "retry_cap_s" in given else "retry_base_s"
+        raise ValidationError(
+            f"retry_cap_s ({cap:g}) must be at least retry_base_s ({base:g})", field=field
+        )
+
+
+def _validate(data: dict[str, Any]) -> ApplicationSettings:
+    try:
+        return ApplicationSettings.model_validate(data)
+    except PydanticError as error:
+        first = error.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"]) or None
+        message = f"{field}: {first['msg']}" if field else first["msg"]
+        raise ValidationError(message, field=field) from None
