@@ -259,13 +259,17 @@ class Ringer:
         dead: list[int] = []
         retries: list[tuple[int, int]] = []
         lateness_s: list[float] = []
+        retries_of: dict[str, RetryPolicy] = {}  # one registry lookup per application
         for ready, published_at, flags in confirmed:
             for row, ok in zip(ready, flags, strict=True):
-                retry = self.gate.retry_for(row.application) if self.gate else self.retry
                 if ok:
                     rung.append((row.id, published_at))
                     lateness_s.append(self._lateness_ms(row, published_at, due_at) / 1000)
-                elif retry.gives_up(row.retry_times + 1):
+                    continue
+                retry = retries_of.get(row.application)
+                if retry is None:
+                    retry = retries_of[row.application] = self._retry_for(row.application)
+                if retry.gives_up(row.retry_times + 1):
                     dead.append(row.id)
                 else:
                     retries.append((row.id, now_ms + retry.delay_ms(row.retry_times + 1)))
@@ -274,6 +278,9 @@ class Ringer:
         tx.mark_dead(dead, now_ms)
         tx.schedule_retries(retries, now_ms)
         return _Recorded(len(rung), len(retries), dead)
+
+    def _retry_for(self, application: str) -> RetryPolicy:
+        return self.gate.retry_for(application) if self.gate is not None else self.retry
 
     def _lateness_ms(self, row: RingRow, published_at: int, due_at: dict[int, int]) -> int:
         """The engine's own lateness: from the target, or for an alarm its application's
