@@ -10,7 +10,9 @@ retention, are inserted by SQL (50,000 rows per INSERT ... SELECT) before clock-
 starts; once MariaDB has written back what the fill left dirty, the server starts with
 CLOCK_PURGE_INTERVAL_S=`interval`, so that its first purge run begins `interval` seconds
 later, and scenario 1 (alarms created at `rate`/s, each due 1-10 s later) runs at once. The
-baseline side is the same without the rows. Sides alternate in order from pair to pair.
+baseline side is the same without the rows; `--sides baseline,purge,kept` adds a side whose
+rows finished 29 days ago, a day short of the retention, so that the purge leaves them: it
+tells the rows' presence from their purge. Sides alternate in order from pair to pair.
 
 Reported per side: lateness at the consumer (p50, p99) and at the server (published p99),
 lost and early alarms; for the purge side, from the server's clock_alarms_purged counter
@@ -42,14 +44,18 @@ ROOT = Path(__file__).resolve().parent.parent
 DAY_MS = 86_400_000
 FILL_STEP = 50_000
 APPLICATION = "purged"
+RETENTION_DAYS = 30  # the server's default, CLOCK_RETENTION_DAYS
+# What each side has in its table before the load: (finished rows, finished how many days ago).
+SIDES = {"baseline": (0, 0.0), "purge": (None, 31.0), "kept": (None, 29.0)}
 
 
 class PreparedServer(BenchServer):
     """A BenchServer whose database is migrated and filled before the server starts."""
 
-    def __init__(self, workdir: Path, rows: int, **settings: str) -> None:
+    def __init__(self, workdir: Path, rows: int, age_days: float, **settings: str) -> None:
         super().__init__(workdir, **settings)
         self.rows = rows
+        self.age_days = age_days
         self.prepared: dict[str, float] = {}
 
     def __enter__(self) -> PreparedServer:
@@ -59,7 +65,7 @@ class PreparedServer(BenchServer):
         migrate.upgrade(engine)
         engine.dispose()
         if self.rows:
-            self.prepared = fill_finished(self, self.rows)
+            self.prepared = fill_finished(self, self.rows, self.age_days)
         self.start()
         return self
 
@@ -72,11 +78,11 @@ class PreparedServer(BenchServer):
         return left
 
 
-def fill_finished(server: BenchServer, rows: int) -> dict[str, float]:
-    """`rows` alarms that finished 31 days ago, a millisecond apart, the four finished
+def fill_finished(server: BenchServer, rows: int, age_days: float) -> dict[str, float]:
+    """`rows` alarms that finished `age_days` ago, a millisecond apart, the four finished
     statuses in turn, inserted by SQL; then the write-back waited out."""
     started = time.monotonic()
-    old = int(time.time() * 1000) - 31 * DAY_MS - rows
+    old = int(time.time() * 1000) - int(age_days * DAY_MS) - rows
     for first in range(0, rows, FILL_STEP):
         count = min(FILL_STEP, rows - first)
         server.execute(
@@ -101,14 +107,19 @@ class PurgeSampler:
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._started = time.monotonic()
 
     def start(self) -> PurgeSampler:
+        self._started = time.monotonic()
         self._thread.start()
         return self
 
     def stop(self) -> list[tuple[float, float]]:
+        """Stop sampling, after one last sample."""
         self._stop.set()
         self._thread.join(10)
+        with contextlib.suppress(requests.RequestException):
+            self.samples.append((time.monotonic() - self._started, self.purged()))
         return self.samples
 
     def purged(self) -> float:
@@ -120,10 +131,9 @@ class PurgeSampler:
         )
 
     def _run(self) -> None:
-        started = time.monotonic()
         while not self._stop.is_set():
             with contextlib.suppress(requests.RequestException):
-                self.samples.append((time.monotonic() - started, self.purged()))
+                self.samples.append((time.monotonic() - self._started, self.purged()))
             self._stop.wait(self.every_s)
 
 
@@ -136,6 +146,7 @@ def purged_at(samples: list[tuple[float, float]], at_s: float) -> float:
 def one_run(
     workdir: Path,
     rows: int,
+    age_days: float,
     rate: float,
     seconds: float,
     interval_s: float,
@@ -143,11 +154,11 @@ def one_run(
     **server_settings: str,
 ) -> dict[str, Any]:
     settings = {"purge_interval_s": str(interval_s), "web_processes": "2", **server_settings}
-    with PreparedServer(workdir, rows, **settings) as server:
+    with PreparedServer(workdir, rows, age_days, **settings) as server:
         sampler = PurgeSampler(server.base_url).start()
         steady = _steady_on(server, workdir, rate, seconds)
         result: dict[str, Any] = {"rows": rows, **server.prepared, **steady}
-        if rows:
+        if rows and age_days > RETENTION_DAYS:
             deadline = time.monotonic() + wait_s
             while sampler.purged() < rows and time.monotonic() < deadline:
                 time.sleep(1.0)
@@ -203,16 +214,31 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--interval", type=float, default=2.0, help="CLOCK_PURGE_INTERVAL_S")
+    parser.add_argument("--batch", type=int, default=1_000, help="CLOCK_PURGE_BATCH")
+    parser.add_argument(
+        "--sides",
+        default="baseline,purge",
+        help="of baseline (no finished rows), purge (rows past the retention) and kept (the"
+        " same rows a day short of it: there, not purged)",
+    )
     parser.add_argument("--wait", type=float, default=600, help="most seconds to purge all")
     args = parser.parse_args()
-    results: dict[str, list[dict[str, Any]]] = {"baseline": [], "purge": []}
+    sides = [side for side in args.sides.split(",") if side]
+    results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     with tempfile.TemporaryDirectory() as work:
         for pair in range(args.pairs):
-            order = ("baseline", "purge") if pair % 2 == 0 else ("purge", "baseline")
+            order = sides if pair % 2 == 0 else sides[::-1]
             for side in order:
-                rows = args.rows if side == "purge" else 0
+                rows, age_days = SIDES[side]
                 result = one_run(
-                    Path(work), rows, args.rate, args.seconds, args.interval, args.wait
+                    Path(work),
+                    args.rows if rows is None else rows,
+                    age_days,
+                    args.rate,
+                    args.seconds,
+                    args.interval,
+                    args.wait,
+                    purge_batch=str(args.batch),
                 )
                 results[side].append(result)
                 shown = ", ".join(
@@ -224,7 +250,7 @@ def main() -> None:
     summary: dict[str, Any] = {"args": vars(args), "results": results, "medians": {}}
     for name, path in FIGURES:
         line = []
-        for side in ("baseline", "purge"):
+        for side in sides:
             values = [v for r in results[side] if (v := figure(r, path)) is not None]
             if not values:
                 continue
@@ -235,6 +261,8 @@ def main() -> None:
             print(f"[purge] {name}: median {'; '.join(line)}")
     medians = summary["medians"]
     for name in ("received p50 ms", "received p99 ms"):
+        if "baseline" not in medians or "purge" not in medians:
+            break
         base, purged = medians["baseline"][name], medians["purge"][name]
         ratio = purged / base if base else float("inf")
         within = "yes" if purged <= base * 1.2 else "no"

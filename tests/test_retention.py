@@ -17,7 +17,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
-from clock_server.store.schema import application_table, job_lease_table
+from clock_server.store.schema import alarm_table, application_table, job_lease_table
 from clock_server.testing import SettableClock
 
 NOW = 1_700_000_000_000
@@ -164,22 +164,53 @@ def test_a_run_deletes_in_transactions_of_at_most_the_batch(
     assert sizes == [3, 3, 3, 1]
     for index in deletes:  # each delete is a transaction of its own, committed at once
         assert statements[index + 1] == "<commit>"
-    reads = [s for s in statements if s.startswith("SELECT id, application, next_try_time")]
-    assert reads and all(s.endswith("LIMIT 3") and "FOR UPDATE" not in s for s in reads)
+    reads = [s for s in statements if "FROM clock" in s and "GROUP_CONCAT" in s]
+    assert reads and all("ORDER BY next_try_time, id LIMIT 3)" in s for s in reads)
     assert keys(db) == {"kept"}
 
 
 def test_a_purge_keeps_rows_changed_since_it_read_them(db: AlarmStore):
-    """The delete checks status and finish time again: a row that no longer matches stays."""
-    rung = finish(db, "rung", "rung", NOW - 40 * DAY)
-    pending, _ = db.create(NewAlarm("app", "pending", "p", NOW - 40 * DAY, None), NOW - 41 * DAY)
-    late = finish(db, "late", "rung", NOW - DAY)
+    """The delete checks status and finish time again: a row that no longer matches what
+    the read found stays."""
+    ids = [finish(db, f"r{index}", "rung", NOW - 40 * DAY + index) for index in range(3)]
+    seal(db)
     store = SqlFinishedAlarmPurger(db)
-    before = NOW - 30 * DAY
-    assert store.delete_finished("rung", [rung, pending.id, late], before) == 1
-    assert keys(db) == {"pending", "late"}
+    delete_now = store._delete
+
+    def changed_meanwhile(*args):  # type: ignore[no-untyped-def]
+        with db.engine.begin() as conn:  # as if r0 had changed between the read and the delete
+            conn.execute(
+                alarm_table.update().where(alarm_table.c.id == ids[0]).values(status="pending")
+            )
+            conn.execute(
+                alarm_table.update().where(alarm_table.c.id == ids[1]).values(next_try_time=NOW)
+            )
+        return delete_now(*args)
+
+    store._delete = changed_meanwhile  # type: ignore[method-assign]
+    cutoff = NOW - 30 * DAY
+    batch = store.purge_batch("rung", (-1, 0), cutoff, 10, {}, cutoff)
+    assert (batch.read, batch.deleted) == (3, 1)
+    assert batch.last == (NOW - 40 * DAY + 2, ids[2])
+    assert keys(db) == {"r0", "r1"}
     with pytest.raises(ValueError):
-        store.delete_finished("pending", [pending.id], before)
+        store.purge_batch("pending", (-1, 0), cutoff, 10, {}, cutoff)
+    with pytest.raises(ValueError):
+        store.purge_batch("rung", (-1, 0), cutoff, 1_001, {}, cutoff)
+
+
+def test_a_batch_deletes_by_each_applications_cutoff(db: AlarmStore):
+    """One read may hold alarms of applications with different retentions: each goes by
+    its own cutoff."""
+    finish(db, "a", "dead", NOW - 10 * DAY, application="a")
+    finish(db, "b", "dead", NOW - 10 * DAY, application="b")
+    finish(db, "c", "dead", NOW - 10 * DAY, application="c")
+    seal(db)
+    store = SqlFinishedAlarmPurger(db)
+    cutoffs = {"a": NOW - 5 * DAY, "b": NOW - 20 * DAY}
+    batch = store.purge_batch("dead", (-1, 0), NOW, 10, cutoffs, NOW - 30 * DAY)
+    assert (batch.read, batch.deleted) == (3, 1)
+    assert keys(db) == {"b", "c"}
 
 
 def test_a_run_stops_when_its_budget_is_spent_and_the_next_goes_on(
@@ -190,14 +221,14 @@ def test_a_run_stops_when_its_budget_is_spent_and_the_next_goes_on(
     seal(db)
     fake_clock.set(NOW)
     purge = purger(db, fake_clock, batch=2, budget_s=2.5)
-    read = purge.purger.finished_after
+    read = purge.purger.purge_batch
 
     def slow_read(status, *args, **kwargs):  # type: ignore[no-untyped-def]
         if status == "rung":
-            fake_clock.advance(1_000)  # each read of rung alarms takes a second
+            fake_clock.advance(1_000)  # each batch of rung alarms takes a second
         return read(status, *args, **kwargs)
 
-    purge.purger.finished_after = slow_read  # type: ignore[method-assign]
+    purge.purger.purge_batch = slow_read  # type: ignore[method-assign]
     assert purge.run() == 6  # three reads of two in 2.5 s, then the budget is spent
     assert len(keys(db)) == 3
     assert purge.run() == 3

@@ -7,7 +7,7 @@ give the engine anything else with the same methods.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from clock_server.model import ApplicationPolicy, Claim, EngineRecord, RingRow
@@ -130,13 +130,12 @@ class RateLimiter(Protocol):
         ...
 
 
-class FinishedRow(NamedTuple):
-    """A finished alarm as the retention purge reads it from the (status, next_try_time)
-    index: next_try_time is the moment it finished."""
+class PurgeBatch(NamedTuple):
+    """What one batch of the retention purge read and deleted."""
 
-    id: int
-    application: str
-    finished_ms: int
+    read: int  # finished alarms read, at most the batch
+    deleted: int  # of those, deleted: past their application's cutoff
+    last: tuple[int, int] | None  # (finish time, id) of the last one read; None if none
 
 
 class FinishedAlarmPurger(Protocol):
@@ -146,17 +145,19 @@ class FinishedAlarmPurger(Protocol):
         """The applications with a retention of their own: name -> days."""
         ...
 
-    def finished_after(
-        self, status: str, after: tuple[int, int], before_ms: int, limit: int
-    ) -> list[FinishedRow]:
-        """Up to `limit` alarms of `status` that finished before `before_ms`, in (finish time,
-        id) order from just after `after` (a finish time and an id); a read that locks
-        nothing."""
-        ...
-
-    def delete_finished(self, status: str, ids: Sequence[int], before_ms: int) -> int:
-        """Delete those of `ids` still of `status` and finished before `before_ms`, with
-        everything kept with them, in one short transaction; returns how many went."""
+    def purge_batch(
+        self,
+        status: str,
+        after: tuple[int, int],
+        before_ms: int,
+        limit: int,
+        cutoffs: Mapping[str, int],
+        default_cutoff_ms: int,
+    ) -> PurgeBatch:
+        """Read up to `limit` alarms of `status` that finished before `before_ms`, in
+        (finish time, id) order from just after `after`, locking nothing; then delete, in a
+        short transaction of its own, those that finished before their application's cutoff
+        (`cutoffs`, else `default_cutoff_ms`) and still do, with everything kept with them."""
         ...
 
 
