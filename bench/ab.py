@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import scenarios
+from bench.stats import figure
 
 ROOT = Path(__file__).resolve().parent.parent
 STEADY_FIGURES = (
@@ -69,15 +70,6 @@ def code_from(path: Path | None) -> Iterator[None]:
             del os.environ["PYTHONPATH"]
         else:
             os.environ["PYTHONPATH"] = before
-
-
-def figure(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    value: Any = result
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return float(value)
 
 
 def main() -> None:

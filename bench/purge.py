@@ -37,6 +37,7 @@ from sqlalchemy import text
 
 from bench.clockserver import BenchServer
 from bench.scenarios import _settle, _steady_on
+from bench.stats import figure
 from clock_server.store import migrate
 from clock_server.store.db import make_engine
 
@@ -194,15 +195,6 @@ FIGURES = (
     ("purge rows/s until empty", ("purge_rows_per_s_overall",)),
     ("purge all s", ("purge_all_s",)),
 )
-
-
-def figure(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    value: Any = result
-    for key in path:
-        if not isinstance(value, dict) or value.get(key) is None:
-            return None
-        value = value[key]
-    return float(value)
 
 
 def main() -> None:

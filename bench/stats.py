@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float:
@@ -35,3 +36,13 @@ def median_and_spread(runs: Sequence[float]) -> dict[str, float]:
         "max": max(runs),
         "runs": len(runs),
     }
+
+
+def figure(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    """The number at `path` in a scenario's result, or None when it is missing or null."""
+    value: Any = result
+    for key in path:
+        if not isinstance(value, dict) or value.get(key) is None:
+            return None
+        value = value[key]
+    return float(value)
