@@ -5,6 +5,8 @@ drops) its alarms, and its own retry policy applies."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -22,22 +24,28 @@ from clock_server.testing import InMemoryPublisher, SettableClock
 from .support import drive, settle
 
 
+def engine_on(
+    store: AlarmStore, clock: SettableClock, publisher: InMemoryPublisher, **overrides
+) -> AlarmEngine:
+    values = dict(instance_id="fair", retry_base_s=1, retry_cap_s=8, retry_max=3)
+    values.update(overrides)
+    policies = CachedPolicies(SqlApplicationRegistry(store).all, clock.now_ms, 2_000)
+    return AlarmEngine(
+        Settings(**values),
+        SqlClaimStore(store),
+        SqlEngineRegistry(store),
+        publisher,
+        clock,
+        Metrics(),
+        policies,
+        SharedRateLimiter(SqlTokenBuckets(store)),
+    )
+
+
 @pytest.fixture
 def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemoryPublisher):
     def make(**overrides) -> AlarmEngine:
-        values = dict(instance_id="fair", retry_base_s=1, retry_cap_s=8, retry_max=3)
-        values.update(overrides)
-        policies = CachedPolicies(SqlApplicationRegistry(store).all, fake_clock.now_ms, 2_000)
-        return AlarmEngine(
-            Settings(**values),
-            SqlClaimStore(store),
-            SqlEngineRegistry(store),
-            publisher,
-            fake_clock,
-            Metrics(),
-            policies,
-            SharedRateLimiter(SqlTokenBuckets(store)),
-        )
+        return engine_on(store, fake_clock, publisher, **overrides)
 
     return make
 
@@ -78,6 +86,88 @@ def test_a_backlog_does_not_hold_back_another_applications_alarms(
     assert sorted(m["id"] for m in bodies if m["application"] == "quiet") == quiet
     assert sum(m["application"] == "burst" for m in bodies) == 1_000
     assert all(m["published_at"] >= m["target_ring_at"] for m in bodies)
+
+
+def test_a_backlog_larger_than_the_heap_leaves_room_for_another_application(
+    store, fake_clock, publisher, make_engine
+):
+    engine = make_engine(heap_size=100, claim_batch=50, ring_batch=100, ring_lanes=1,
+                         ring_lead_ms=0)  # fmt: skip
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 500)
+    quiet = create(store, now, "quiet", [now + 1_050 + 50 * i for i in range(5)])
+    preload(engine)
+    assert engine.heap.held_per_application() == {"burst": 100}
+    fake_clock.set(now + 1_300)  # the heap's head is overdue: a backlog
+    engine.preloader.run_once()
+    assert engine.heap.held_per_application() == {"burst": 95, "quiet": 5}
+    engine.ringer.run_once()  # one batch of 100: all five of quiet (due by now) among them
+    first = sent(publisher)
+    assert [m["id"] for m in first if m["application"] == "quiet"] == quiet
+    drive_with_preloads(engine, fake_clock, now + 3_000)
+    bodies = sent(publisher)
+    assert sorted(m["id"] for m in bodies if m["application"] == "quiet") == quiet
+    assert sum(m["application"] == "burst" for m in bodies) == 500
+    assert all(m["published_at"] >= m["target_ring_at"] for m in bodies)
+
+
+def drive_with_preloads(engine: AlarmEngine, clock: SettableClock, until_ms: int) -> None:
+    while clock.now_ms() < until_ms:
+        preload(engine)
+        drive(engine, clock, clock.now_ms())
+        clock.advance(10)
+
+
+class HoldingPublisher(InMemoryPublisher):
+    """Holds every batch with a message of `held` until `release` is set: ring lanes busy
+    with a slow backlog."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held = held
+        self.release = threading.Event()
+
+    def publish_batch(self, messages, timeout_s):
+        if any(message.application == self.held for message in messages):
+            assert self.release.wait(10), "the held batches were never released"
+        return super().publish_batch(messages, timeout_s)
+
+
+def test_with_every_lane_busy_an_application_with_few_due_rings_in_the_express_lane(
+    mariadb_store, fake_clock
+):
+    """On MariaDB: SQLite has one writer, so its ring transactions take turns whatever the lanes."""
+    store = mariadb_store
+    publisher = HoldingPublisher(held="burst")
+    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=2, ring_lead_ms=0)
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 1_000)
+    quiet = create(store, now, "quiet", [now + 1_100, now + 1_200])
+    preload(engine)
+    fake_clock.set(now + 1_000)
+    try:
+        assert engine.ringer.run_once() == 0.0  # both lanes take a batch of burst, and hang
+        assert engine.ringer.run_once() == 0.0
+        assert engine.ringer.run_once() == pytest.approx(0.1)  # burst has many due: not express
+        fake_clock.set(now + 1_100)
+        assert engine.ringer.run_once() == 0.0  # quiet's first, in the express lane
+        wait_until(lambda: len(publisher.published) == 1 and engine.ringer.in_flight == 2)
+        assert engine.ringer.run_once() == pytest.approx(0.1)
+    finally:
+        publisher.release.set()
+    drive(engine, fake_clock, now + 2_000)
+    bodies = sent(publisher)
+    assert [m["id"] for m in bodies if m["application"] == "quiet"] == quiet
+    assert bodies[0]["published_at"] == now + 1_100
+    assert sum(m["application"] == "burst" for m in bodies) == 1_000
+    assert all(m["published_at"] >= m["target_ring_at"] for m in bodies)
+
+
+def wait_until(condition, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the express lane never finished"
+        time.sleep(0.001)
 
 
 def test_without_a_backlog_alarms_ring_earliest_first(store, fake_clock, publisher, make_engine):

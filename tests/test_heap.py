@@ -101,3 +101,43 @@ def test_a_backlog_of_one_application_leaves_room_for_another():
     assert Claim(2_500, 60_002, 1, "steady") not in taken  # not due yet
     assert len(heap) == 50_002 - 1_000
     assert heap.next_due_ms() == 1_000
+
+
+@given(mixed_claims, st.integers(0, 10_000), st.integers(1, 400), st.integers(0, 60))
+def test_pop_few_takes_only_applications_with_few_due(items, now_ms, limit, few):
+    heap = ClaimHeap(1_000)
+    heap.push_many(items)
+    taken, next_ms = heap.pop_few(now_ms, limit, few)
+    due_of = {app: sorted(c for c in items if c.application == app and c.due_ms <= now_ms)
+              for app in "abcd"}  # fmt: skip
+    light = [app for app in "abcd" if len(due_of[app]) <= few]
+    assert len(taken) <= limit
+    assert all(c.due_ms <= now_ms and c.application in light for c in taken)
+    if sum(len(due_of[app]) for app in light) <= limit:
+        assert sorted(taken) == sorted(c for app in light for c in due_of[app])
+    rest = heap.drain()
+    assert sorted(rest + taken) == sorted(items)
+    left_light = [c.due_ms for c in rest if c.application in light]
+    assert next_ms == (min(left_light) if left_light else None)
+
+
+def test_pop_few_leaves_a_backlog_to_the_lanes():
+    heap = ClaimHeap(100_000)
+    heap.push_many(Claim(1_000, alarm_id, 1, "burst") for alarm_id in range(1, 5_001))
+    heap.push_many([Claim(1_500, 9_001, 1, "steady"), Claim(2_500, 9_002, 1, "steady")])
+    taken, next_ms = heap.pop_few(2_000, 1_000, 50)
+    assert taken == [Claim(1_500, 9_001, 1, "steady")]
+    assert next_ms == 2_500
+    assert len(heap) == 5_001
+
+
+def test_a_shared_push_displaces_the_latest_of_the_application_holding_most():
+    heap = ClaimHeap(10)
+    heap.push_many(Claim(1_000 + i, i, 1, "burst") for i in range(1, 9))
+    heap.push_many([Claim(5_000, 100, 1, "other"), Claim(6_000, 101, 1, "other")])
+    pushed = heap.push_many([Claim(9_000, 200, 1, "late"), Claim(9_001, 201, 1, "late")], True)
+    assert pushed.displaced == [Claim(1_008, 8, 1, "burst"), Claim(1_007, 7, 1, "burst")]
+    assert heap.held_per_application() == {"burst": 6, "other": 2, "late": 2}
+    assert heap.push_many([Claim(9_002, 202, 1, "late")]).displaced == [
+        Claim(9_002, 202, 1, "late")
+    ]  # without sharing, the latest due is the one displaced

@@ -35,9 +35,10 @@ class RecordingClaims(SqlClaimStore):
         limit: int,
         from_ms: int | None = None,
         owner: int = 0,
+        application: str | None = None,
     ) -> list[Claim]:
         self.floors.append(from_ms)
-        return super().claim_due(horizon_ms, lease_until_ms, limit, from_ms, owner)
+        return super().claim_due(horizon_ms, lease_until_ms, limit, from_ms, owner, application)
 
 
 @pytest.fixture

@@ -252,6 +252,34 @@ def test_a_claim_from_a_floor_skips_what_is_due_before_it(store: AlarmStore):
     assert [c.due_ms for c in rest] == [NOW, NOW + 100, NOW + 200]
 
 
+def test_a_claim_for_one_application_takes_only_its_earliest_due(store: AlarmStore):
+    for i in range(4):
+        store.create(new(f"a{i}", target=NOW + i * 100, application="a"), NOW)
+        store.create(new(f"b{i}", target=NOW + 50 + i * 100, application="b"), NOW)
+    claims_store = SqlClaimStore(store)
+    taken = claims_store.claim_due(NOW + 250, NOW + 30_000, 10, application="b")
+    assert [(c.application, c.due_ms) for c in taken] == [
+        ("b", NOW + 50), ("b", NOW + 150), ("b", NOW + 250)
+    ]  # fmt: skip
+    assert store.get("b", "b0").next_try_time == NOW + 30_000
+    assert [c.application for c in claims_store.claim_due(NOW + 250, NOW + 30_000, 10)] == [
+        "a", "a", "a"
+    ]  # fmt: skip
+
+
+def test_due_applications_names_each_with_its_earliest_unclaimed_due(store: AlarmStore):
+    store.create(new("a0", target=NOW + 100, application="a"), NOW)
+    store.create(new("a1", target=NOW + 700, application="a"), NOW)
+    store.create(new("b0", target=NOW + 300, application="b"), NOW)
+    store.create(new("c0", target=NOW + 5_000, application="c"), NOW)  # not due by the horizon
+    store.create(new("d0", target=NOW, application="d"), NOW)
+    store.cancel("d", "d0", NOW)  # finished rows do not count
+    claims_store = SqlClaimStore(store)
+    assert claims_store.due_applications(NOW + 1_000) == {"a": NOW + 100, "b": NOW + 300}
+    claims_store.claim_due(NOW + 200, NOW + 30_000, 10)
+    assert claims_store.due_applications(NOW + 1_000) == {"a": NOW + 700, "b": NOW + 300}
+
+
 def test_release_makes_alarms_due_again_at_their_own_time(store: AlarmStore):
     alarm, _ = store.create(new(target=NOW + 500), NOW)
     claims_store = SqlClaimStore(store)

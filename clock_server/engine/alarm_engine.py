@@ -126,8 +126,8 @@ class AlarmEngine:
 
     def start(self) -> None:
         try:
-            # a connection per lane, the preloader's and one for maintenance
-            self.claims.connect_ahead(self.settings.ring_lanes + 2)
+            # a connection per lane and the express lane's, the preloader's, maintenance's
+            self.claims.connect_ahead(self.settings.ring_lanes + 3)
             self.liveness.join()
         except Exception as error:  # the loops connect and join when the database is back
             log.warning(

@@ -49,8 +49,14 @@ class ClaimHeap:
         with self._lock:
             return self._items[-1].due_ms if self._items else None
 
-    def push_many(self, claims: Iterable[Claim]) -> PushResult:
-        """Add claims; when over capacity, the latest-due ones are displaced and returned."""
+    def held_per_application(self) -> dict[str, int]:
+        with self._lock:
+            return {application: len(own) for application, own in self._by_app.items()}
+
+    def push_many(self, claims: Iterable[Claim], shared: bool = False) -> PushResult:
+        """Add claims; when over capacity, the latest-due ones are displaced and returned.
+        With `shared`, the claims displaced are instead the latest of the application that
+        holds the most: a heap full of one application's backlog makes room for others."""
         displaced: list[Claim] = []
         with self._lock:
             head_before = self._items[0].due_ms if self._items else None
@@ -58,7 +64,7 @@ class ClaimHeap:
                 self._items.add(claim)
                 self._app_list(claim.application).add(claim)
                 if len(self._items) > self.capacity:
-                    latest = self._items.pop()
+                    latest = self._displace_from_largest() if shared else self._items.pop()
                     self._forget(latest)
                     displaced.append(latest)
             head_after = self._items[0].due_ms if self._items else None
@@ -91,6 +97,31 @@ class ClaimHeap:
                 taken.extend(share)
         return taken
 
+    def pop_few(self, now_ms: int, limit: int, few: int) -> tuple[list[Claim], int | None]:
+        """Remove and return, up to `limit` in all, the due claims (due_ms <= now_ms) of each
+        application that has at most `few` due; an application with more is left whole.
+        Also returns the earliest due time left among the applications not left whole, or
+        None: when to look again."""
+        bound = Claim(now_ms, 2**63, 2**63)
+        taken: list[Claim] = []
+        next_ms: int | None = None
+        with self._lock:
+            for application, own in list(self._by_app.items()):
+                count = own.bisect_right(bound)
+                if count > few:
+                    continue
+                count = min(count, limit - len(taken))
+                share = list(own.islice(0, count))
+                del own[:count]
+                for claim in share:
+                    self._items.remove(claim)
+                taken.extend(share)
+                if not own:
+                    del self._by_app[application]
+                elif next_ms is None or own[0].due_ms < next_ms:
+                    next_ms = own[0].due_ms
+        return taken, next_ms
+
     def drain(self) -> list[Claim]:
         """Remove and return everything (at shutdown, to hand the claims back)."""
         with self._lock:
@@ -104,6 +135,12 @@ class ClaimHeap:
         if own is None:
             own = self._by_app[application] = SortedList()
         return own
+
+    def _displace_from_largest(self) -> Claim:
+        largest = max(self._by_app.values(), key=len)
+        latest = largest[-1]
+        self._items.remove(latest)
+        return latest
 
     def _forget(self, claim: Claim) -> None:
         own = self._by_app[claim.application]

@@ -16,6 +16,9 @@ from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
 
+# A full heap whose head is this overdue holds a backlog: more is due than the engine rings.
+BACKLOG_MS = 100
+
 
 class Preloader:
     """Claims pending alarms due before now + window, earliest first, as far as the heap allows,
@@ -27,6 +30,12 @@ class Preloader:
     moved alarm (the engine calls rescan()), claims given back, rows another transaction held
     when the scan passed. So the floor is dropped after every wait, after claims are given
     back, on rescan(), and at the latest one interval after a scan from the start.
+
+    While the heap is full of a backlog (its head overdue by BACKLOG_MS), a pass instead
+    claims the due alarms of the applications that hold less than an equal part of the heap,
+    each application's earliest first, and makes room for them by giving back the latest of
+    the application holding the most: one application's backlog, however large, does not
+    keep the others' alarms out of the heap.
     """
 
     def __init__(
@@ -68,6 +77,9 @@ class Preloader:
         horizon_ms = now_ms + self.window_ms
         limit = min(self.heap.free(), self.batch)
         if limit == 0:
+            if self._backlogged(now_ms):
+                self._share(now_ms, horizon_ms)
+                return self.interval_s
             # Full: only alarms due sooner than the latest held one are worth a swap.
             latest = self.heap.latest_due_ms()
             if latest is None:
@@ -95,8 +107,32 @@ class Preloader:
             self._floor_ms = None
         return self._floor_ms
 
-    def _hold(self, claimed: list[Claim], now_ms: int) -> None:
-        result = self.heap.push_many(claimed)
+    def _backlogged(self, now_ms: int) -> bool:
+        head_ms = self.heap.next_due_ms()
+        return head_ms is not None and head_ms < now_ms - BACKLOG_MS
+
+    def _share(self, now_ms: int, horizon_ms: int) -> None:
+        held = self.heap.held_per_application()
+        due = self.claims.due_applications(horizon_ms)
+        if not due:
+            return
+        equal = self.heap.capacity // len(held.keys() | due.keys())
+        wanting = {app: equal - held.get(app, 0) for app in due if held.get(app, 0) < equal}
+        if not wanting:
+            return
+        each = max(self.batch // len(wanting), 1)
+        lease_until_ms = now_ms + self.lease_ms
+        with self.claiming() as owner:
+            for application, room in wanting.items():
+                claimed = self.claims.claim_due(
+                    horizon_ms, lease_until_ms, min(each, room), owner=owner,
+                    application=application,
+                )  # fmt: skip
+                if claimed:
+                    self._hold(claimed, now_ms, shared=True)
+
+    def _hold(self, claimed: list[Claim], now_ms: int, shared: bool = False) -> None:
+        result = self.heap.push_many(claimed, shared)
         self.metrics.claimed.inc(len(claimed))
         self.metrics.heap_size.set(len(self.heap))
         if result.head_moved_earlier:

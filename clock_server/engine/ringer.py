@@ -43,7 +43,10 @@ class Ringer:
     With ``lanes`` > 1, up to that many batches are in flight at once, each in its own
     transaction on its own thread: an alarm falling due while a batch waits for the broker's
     confirms and the database's commit is rung at once in another lane instead of waiting.
-    When every lane is busy, due alarms gather in the heap and go out as one larger batch.
+    When every lane is busy, due alarms gather in the heap and go out as one larger batch,
+    except those of applications with at most ``few_due`` due: one more lane, the express
+    lane, rings them at once, so that a backlog of one application, which keeps every lane
+    busy, does not make the others' few alarms wait for a lane.
 
     With ``lead_ms`` > 0, alarms are taken off the heap that much before they are due and
     their rows locked in advance; the lane then publishes each one the moment it is due, so
@@ -69,6 +72,7 @@ class Ringer:
         on_lane_free: Callable[[], None] | None = None,
         gate: DeliveryGate | None = None,
         hold_in_heap_ms: int = 10_000,
+        few_due: int = 50,
     ) -> None:
         self.claims = claims
         self.heap = heap
@@ -81,18 +85,20 @@ class Ringer:
         self.on_lane_free = on_lane_free
         self.gate = gate
         self.hold_in_heap_ms = hold_in_heap_ms
+        self.few_due = few_due
         self.lead = LockLead(lead_ms, lead_max_ms)
         metrics.ring_lead_ms.set(self.lead.ms)
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
-        self._executor = ThreadPoolExecutor(lanes, "clock-ring-lane") if lanes > 1 else None
+        self._express = threading.BoundedSemaphore(1) if lanes > 1 else None
+        self._executor = ThreadPoolExecutor(lanes + 1, "clock-ring-lane") if lanes > 1 else None
         self._in_flight: set[futures.Future[None]] = set()
         self._in_flight_lock = threading.Lock()
 
     def run_once(self) -> float | None:
         """Ring what is due; returns seconds until the next due claim, 0 to go on, None if idle."""
         if self._lanes is not None and not self._lanes.acquire(blocking=False):
-            return None  # every lane is busy; the first to finish wakes this loop
+            return self._express_once()
         now_ms = self.clock.now_ms()
         # A thread that wakes late (a busy machine) is late for the lock as much as a slow
         # database is: the lead is measured from when this pass was asked for.
@@ -103,14 +109,35 @@ class Ringer:
         if due and self.gate is not None:
             due = self._admit(due, now_ms)
         if due:
-            if self._executor is not None:
-                self._submit(due, since_ms)
+            if self._lanes is not None:
+                self._submit(due, since_ms, self._lanes)
             else:
                 self.ring(due, since_ms)
             return 0.0
         if self._lanes is not None:
             self._lanes.release()
         next_due = self.heap.next_due_ms()
+        if next_due is None:
+            return None
+        wait_ms = max(next_due - lead_ms - now_ms, 1)
+        self._wake_at_ms = now_ms + wait_ms
+        return wait_ms / 1000
+
+    def _express_once(self) -> float | None:
+        """With every lane busy: the due claims of applications with few due, in the express
+        lane; returns seconds until the next of theirs falls due, or None to wait for a lane."""
+        assert self._express is not None
+        if not self._express.acquire(blocking=False):
+            return None  # the express lane is busy too; the first lane to finish wakes this loop
+        now_ms = self.clock.now_ms()
+        lead_ms = self.lead.ms
+        due, next_due = self.heap.pop_few(now_ms + lead_ms, self.batch, self.few_due)
+        if due and self.gate is not None:
+            due = self._admit(due, now_ms)
+        if due:
+            self._submit(due, now_ms, self._express)
+            return 0.0
+        self._express.release()
         if next_due is None:
             return None
         wait_ms = max(next_due - lead_ms - now_ms, 1)
@@ -158,9 +185,9 @@ class Ringer:
         _done, unfinished = futures.wait(in_flight, timeout=deadline.remaining_s())
         return len(unfinished)
 
-    def _submit(self, due: list[Claim], since_ms: int) -> None:
+    def _submit(self, due: list[Claim], since_ms: int, lane: threading.BoundedSemaphore) -> None:
         assert self._executor is not None
-        future = self._executor.submit(self._ring_in_lane, due, since_ms)
+        future = self._executor.submit(self._ring_in_lane, due, since_ms, lane)
         with self._in_flight_lock:
             self._in_flight.add(future)
         future.add_done_callback(self._finished)
@@ -169,15 +196,16 @@ class Ringer:
         with self._in_flight_lock:
             self._in_flight.discard(future)
 
-    def _ring_in_lane(self, due: list[Claim], since_ms: int) -> None:
+    def _ring_in_lane(
+        self, due: list[Claim], since_ms: int, lane: threading.BoundedSemaphore
+    ) -> None:
         try:
             self.ring(due, since_ms)
         except Exception:
             log.exception("ring batch of %d failed; its claims return when their lease ends",
                           len(due), extra={"action": "ring_error"})  # fmt: skip
         finally:
-            assert self._lanes is not None
-            self._lanes.release()
+            lane.release()
             if self.on_lane_free is not None:
                 self.on_lane_free()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Connection, case, update
+from sqlalchemy import Connection, case, text, update
 
 from clock_server.model import DEAD, EXPIRED, PENDING, RUNG, Claim, RingRow
 from clock_server.store.alarms import AlarmStore
@@ -32,10 +32,12 @@ class SqlClaimStore:
         limit: int,
         from_ms: int | None = None,
         owner: int = 0,
+        application: str | None = None,
     ) -> list[Claim]:
         """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first;
-        with `from_ms`, only those with next_try_time >= from_ms. Each claimed row names
-        `owner` (a clock_engine id), so that its claims can be taken over if it dies.
+        with `from_ms`, only those with next_try_time >= from_ms; with `application`, only
+        that application's. Each claimed row names `owner` (a clock_engine id), so that its
+        claims can be taken over if it dies.
 
         Each claimed row's next_try_time moves to `lease_until_ms`, out of the range the next
         scan reads; if this process dies, the alarm becomes due again when the lease ends.
@@ -47,15 +49,18 @@ class SqlClaimStore:
         lock = " FOR UPDATE SKIP LOCKED" if caps.skip_locked else " FOR UPDATE" * caps.row_locks
         # Without the hint MariaDB reads a wide range by `status` alone, which cannot start
         # at from_ms.
-        hint = " FORCE INDEX (ix_clock_status_next_try_time)" if caps.index_hints else ""
+        index = "ix_clock_application_due" if application else "ix_clock_status_next_try_time"
+        hint = f" FORCE INDEX ({index})" if caps.index_hints else ""
         floor = f" AND next_try_time >= {int(from_ms)}" if from_ms is not None else ""
-        query = (
+        only = " AND application = :application" if application else ""
+        query = text(
             f"SELECT id, next_try_time, version, application FROM {_TABLE}{hint}"
-            f" WHERE status = '{PENDING}'{floor} AND next_try_time <= {int(horizon_ms)}"
+            f" WHERE status = '{PENDING}'{only}{floor} AND next_try_time <= {int(horizon_ms)}"
             f" ORDER BY next_try_time LIMIT {int(limit)}{lock}"
         )
+        params = {"application": application} if application else {}
         with translate_errors(), self.store.engine.begin() as conn:
-            rows = conn.exec_driver_sql(query).all()
+            rows = conn.execute(query, params).all()
             if not rows:
                 return []
             for chunk in chunks([row[0] for row in rows], _ID_CHUNK):
@@ -68,6 +73,17 @@ class SqlClaimStore:
             Claim(due_ms, alarm_id, version + 1, application)
             for alarm_id, due_ms, version, application in rows
         ]
+
+    def due_applications(self, horizon_ms: int) -> dict[str, int]:
+        """Each application with pending alarms due by `horizon_ms` (claimed ones count at
+        their lease's end), and its earliest such next_try_time: one index dive each."""
+        query = text(
+            f"SELECT application, MIN(next_try_time) FROM {_TABLE}"
+            f" WHERE status = '{PENDING}' GROUP BY application"
+            f" HAVING MIN(next_try_time) <= {int(horizon_ms)}"
+        )
+        with translate_errors(), self.store.engine.connect() as conn:
+            return {application: int(due_ms) for application, due_ms in conn.execute(query)}
 
     def release(self, claims: Sequence[Claim], now_ms: int) -> int:
         """Give claims back: each alarm is due again at its own time. Stale claims are ignored."""

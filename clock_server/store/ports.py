@@ -47,9 +47,15 @@ class ClaimStore(Protocol):
         limit: int,
         from_ms: int | None = None,
         owner: int = 0,
+        application: str | None = None,
     ) -> list[Claim]:
         """Claim up to `limit` pending alarms due by `horizon_ms` (and from `from_ms`, when
-        given), earliest first, each leased until `lease_until_ms` to the engine `owner`."""
+        given; of `application` alone, when given), earliest first, each leased until
+        `lease_until_ms` to the engine `owner`."""
+        ...
+
+    def due_applications(self, horizon_ms: int) -> dict[str, int]:
+        """Each application with pending alarms due by `horizon_ms`, and its earliest."""
         ...
 
     def release(self, claims: Sequence[Claim], now_ms: int) -> int:

@@ -54,7 +54,7 @@ alarm_table = Table(
     UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),
     Index("ix_clock_status_next_try_time", "status", "next_try_time"),
     Index("ix_clock_application_id", "application", "id"),
-    Index("ix_clock_application_status", "application", "status"),
+    Index("ix_clock_application_due", "application", "status", "next_try_time"),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )
