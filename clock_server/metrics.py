@@ -111,6 +111,27 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",
         )
+        self.broker_up = Gauge(
+            "clock_broker_up",
+            "1 while the publisher's channel to the broker is open, else 0; NaN when this "
+            "server runs no engine (set when /metrics is scraped)",
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+        self.database_up = Gauge(
+            "clock_database_up",
+            "1 while the database answers, else 0 (set when /metrics is scraped)",
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+        self.live_engines = Gauge(
+            "clock_live_engines",
+            "Engines in clock_engine not declared dead that beat within "
+            "CLOCK_ENGINE_DEAD_AFTER_S; NaN while the database is down (set when /metrics "
+            "is scraped)",
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
         self.throttled = Counter(
             "clock_ring_throttled",
             "Times an alarm was held back by its application's delivery rate",

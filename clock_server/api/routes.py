@@ -8,6 +8,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from clock_server.api import validation
 from clock_server.api.access import authorize, authorize_listing
+from clock_server.api.health_gauges import record_health
 from clock_server.api.http_errors import error_body, status_for
 from clock_server.api.openapi import openapi_document
 from clock_server.api.services import Services
@@ -143,7 +144,9 @@ def healthz() -> tuple[Response, int]:
 
 @api.get("/metrics")
 def metrics() -> Response:
-    return Response(exposition(services().metrics.registry), mimetype=EXPOSITION_CONTENT_TYPE)
+    svc = services()
+    record_health(svc)
+    return Response(exposition(svc.metrics.registry), mimetype=EXPOSITION_CONTENT_TYPE)
 
 
 @api.get("/openapi.json")

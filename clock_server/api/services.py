@@ -13,6 +13,7 @@ from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
+from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.group_commit import GroupCommit
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.timesource import Clock
@@ -46,9 +47,11 @@ class Services:
     policies: CachedPolicies = field(init=False)  # the registry as of a few seconds ago
     limiter: SharedRateLimiter = field(init=False)  # creation rates, service-wide
     admission: Admission = field(init=False)  # registration and limits at creation
+    engines: SqlEngineRegistry = field(init=False)  # for clock_live_engines
 
     def __post_init__(self) -> None:
         self.applications = SqlApplicationRegistry(self.store)
+        self.engines = SqlEngineRegistry(self.store)
         self.policies = CachedPolicies(
             self.applications.all,
             self.clock.now_ms,

@@ -1,0 +1,197 @@
+"""deploy/: the Prometheus alert rules pass promtool and their unit tests, and the rules and the
+Grafana dashboard query only metrics the service exposes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clock_server.metrics import Metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = ROOT / "deploy" / "prometheus" / "clock-alerts.yml"
+RULE_TESTS = ROOT / "deploy" / "prometheus" / "clock-alerts.test.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "clock-dashboard.json"
+OPERATIONS = ROOT / "docs" / "operations.md"
+
+PROMETHEUS_OWN = {"up"}
+REQUIRED_ALERTS = {
+    "ClockAlarmsDead",
+    "ClockOverdueBacklog",
+    "ClockRingLatenessHigh",
+    "ClockBrokerDown",
+    "ClockDatabaseDown",
+    "ClockNoLiveEngine",
+}
+DASHBOARD_METRICS = {
+    "clock_alarms_rung_total",
+    "clock_alarms_created_total",
+    "clock_ring_lateness_seconds_bucket",
+    "clock_overdue_alarms",
+    "clock_heap_size",
+    "clock_alarms_dead_total",
+    "clock_alarms_expired_total",
+    "clock_publish_failures_total",
+    "clock_ring_throttled_total",
+    "clock_creates_rejected_total",
+    "clock_claims_taken_over_total",
+    "clock_live_engines",
+}
+
+_KEYWORDS = {"and", "or", "unless", "bool", "offset", "inf", "nan"}
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_NAME = re.compile(r"(?<![\w.:$])[a-zA-Z_:][\w:]*")
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects: identifiers outside strings, label
+    matchers, ranges and grouping clauses that are neither functions nor keywords."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    text = re.sub(r"\{[^}]*\}", " ", text)
+    text = re.sub(r"\[[^\]]*\]", " ", text)
+    text = _GROUPING.sub(" ", text)
+    names = set()
+    for match in _NAME.finditer(text):
+        if re.match(r"\s*\(", text[match.end() :]) or match.group() in _KEYWORDS:
+            continue
+        names.add(match.group())
+    return names
+
+
+def exposed_names() -> set[str]:
+    """What /metrics shows: counters with _total, histograms as _bucket, _sum and _count."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    return {
+        family.name + suffix
+        for family in Metrics().registry.collect()
+        for suffix in suffixes[family.type]
+    }
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def dashboard_exprs() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def promtool() -> str:
+    """promtool's path; a test that needs it fails, never skips, when it is missing."""
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail(
+            "promtool is not installed: it comes with Debian's prometheus package "
+            "(apt-get install --no-install-recommends prometheus); .ci/run installs it"
+        )
+    return path
+
+
+def run_promtool(*args: str, cwd: Path = ROOT) -> None:
+    result = subprocess.run(
+        [promtool(), *args], cwd=cwd, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_accepts_the_rules() -> None:
+    run_promtool("check", "rules", str(RULES))
+
+
+def test_the_rules_unit_tests_pass() -> None:
+    run_promtool("test", "rules", RULE_TESTS.name, cwd=RULE_TESTS.parent)
+
+
+def test_the_unit_tests_show_every_alert_firing_and_quiet() -> None:
+    fired: set[str] = set()
+    quiet: set[str] = set()
+    for case in yaml.safe_load(RULE_TESTS.read_text())["tests"]:
+        for check in case.get("alert_rule_test", []):
+            (fired if check.get("exp_alerts") else quiet).add(check["alertname"])
+    alerts = {rule["alert"] for rule in alert_rules()}
+    assert alerts - fired == set(), "alerts no unit test shows firing"
+    assert alerts - quiet == set(), "alerts no unit test shows quiet"
+
+
+def test_the_required_alerts_are_there() -> None:
+    assert REQUIRED_ALERTS - {rule["alert"] for rule in alert_rules()} == set()
+
+
+@pytest.mark.parametrize("rule", alert_rules(), ids=lambda rule: str(rule["alert"]))
+def test_an_alert_waits_and_points_to_its_runbook(rule: dict[str, Any]) -> None:
+    assert re.fullmatch(r"\d+[smh]", str(rule.get("for", "")))
+    assert rule["labels"]["severity"] in {"warning", "critical"}
+    assert rule["annotations"]["summary"]
+    anchor = f"docs/operations.md#{rule['alert'].lower()}"
+    assert anchor in rule["annotations"]["description"]
+    assert f"### {rule['alert']}\n" in OPERATIONS.read_text()
+
+
+@pytest.mark.parametrize("rule", alert_rules(), ids=lambda rule: str(rule["alert"]))
+def test_an_alert_names_only_exposed_metrics(rule: dict[str, Any]) -> None:
+    names = metric_names(rule["expr"])
+    assert names, rule["expr"]
+    assert names - exposed_names() - PROMETHEUS_OWN == set(), rule["expr"]
+
+
+def test_the_dashboard_names_only_exposed_metrics() -> None:
+    exprs = dashboard_exprs()
+    named = set()
+    for expr in exprs:
+        names = metric_names(expr)
+        assert names, expr
+        assert names - exposed_names() - PROMETHEUS_OWN == set(), expr
+        named |= names
+    assert DASHBOARD_METRICS - named == set()
+
+
+def test_every_dashboard_query_uses_the_datasource_variable() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["DS_PROMETHEUS"]["type"] == "datasource"
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}", panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"]["uid"] == "${DS_PROMETHEUS}", panel["title"]
+
+
+def test_the_dashboard_queries_parse(tmp_path: Path) -> None:
+    """promtool parses PromQL only in rule files: each query, its Grafana variables filled in,
+    becomes a recording rule for `check rules`."""
+    records = []
+    for index, expr in enumerate(dashboard_exprs()):
+        filled = expr.replace("$__rate_interval", "1m").replace("$instance", ".*")
+        records.append({"record": f"dashboard:query_{index}", "expr": filled})
+    path = tmp_path / "dashboard.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": records}]}))
+    run_promtool("check", "rules", str(path))
+
+
+@pytest.mark.parametrize(
+    ("expr", "names"),
+    [
+        ('up{job="clock"} == 0', {"up"}),
+        ("absent(up == 1)", {"up"}),
+        (
+            "histogram_quantile(0.99, sum by (le) (rate(clock_ring_lateness_seconds_bucket[5m])))",
+            {"clock_ring_lateness_seconds_bucket"},
+        ),
+        (
+            'sum by (app, code) (rate(rejected_total{a=~"x"}[$__rate_interval]))',
+            {"rejected_total"},
+        ),
+        ("sum(rate(a_total[5m])) / ignoring(x) sum(b) > 1e3", {"a_total", "b"}),
+        ('max(c{instance=~"$instance"}) < 1 and on(job) d offset 5m', {"c", "d"}),
+    ],
+)
+def test_metric_names_reads_promql(expr: str, names: set[str]) -> None:
+    assert metric_names(expr) == names
