@@ -150,7 +150,7 @@ def test_with_every_lane_busy_an_application_with_few_due_rings_in_the_express_l
         assert engine.ringer.run_once() == 0.0
         assert engine.ringer.run_once() == pytest.approx(0.1)  # burst has many due: not express
         fake_clock.set(now + 1_100)
-        assert engine.ringer.run_once() == 0.0  # quiet's first, in the express lane
+        assert engine.ringer.run_once() is None  # quiet's first to the express lane; all busy
         wait_until(lambda: len(publisher.published) == 1 and engine.ringer.in_flight == 2)
         assert engine.ringer.run_once() == pytest.approx(0.1)
     finally:
@@ -161,6 +161,28 @@ def test_with_every_lane_busy_an_application_with_few_due_rings_in_the_express_l
     assert bodies[0]["published_at"] == now + 1_100
     assert sum(m["application"] == "burst" for m in bodies) == 1_000
     assert all(m["published_at"] >= m["target_ring_at"] for m in bodies)
+
+
+def test_beside_a_backlog_few_due_go_to_the_express_lane_even_with_a_lane_free(
+    mariadb_store, fake_clock
+):
+    store = mariadb_store
+    publisher = HoldingPublisher(held="burst")
+    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=2, ring_lead_ms=0)
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 300)
+    quiet = create(store, now, "quiet", [now + 1_000] * 2)
+    preload(engine)
+    fake_clock.set(now + 1_000)
+    try:
+        assert engine.ringer.run_once() == 0.0  # quiet's two express, a batch of burst in a lane
+        wait_until(lambda: len(publisher.published) == 2 and engine.ringer.in_flight == 1)
+        assert [m["id"] for m in sent(publisher)] == quiet
+    finally:
+        publisher.release.set()
+    drive(engine, fake_clock, now + 2_000)
+    assert sum(m["application"] == "burst" for m in sent(publisher)) == 300
+    assert all(len({m.application for m in batch}) == 1 for batch in publisher.batches)
 
 
 def wait_until(condition, timeout_s: float = 5.0) -> None:

@@ -141,3 +141,12 @@ def test_a_shared_push_displaces_the_latest_of_the_application_holding_most():
     assert heap.push_many([Claim(9_002, 202, 1, "late")]).displaced == [
         Claim(9_002, 202, 1, "late")
     ]  # without sharing, the latest due is the one displaced
+
+
+def test_pop_few_beside_a_backlog_takes_nothing_without_one():
+    heap = ClaimHeap(1_000)
+    heap.push_many([Claim(1_000, 1, 1, "a"), Claim(1_000, 2, 1, "b")])
+    assert heap.pop_few(2_000, 100, 1, beside_backlog=True) == ([], None)
+    heap.push_many([Claim(1_000, 3, 1, "a")])  # a now has two due: more than few
+    assert heap.pop_few(2_000, 100, 1, beside_backlog=True) == ([Claim(1_000, 2, 1, "b")], None)
+    assert len(heap) == 2

@@ -50,7 +50,7 @@ class AmqpPublisher:
     confirms; the connection is re-established with backoff until ``close()``. ``url`` may
     name several nodes of one cluster, comma-separated: a connection that fails or is lost is
     tried again on the next node. ``queue_type`` is the type of the queues it declares,
-    ``classic`` or ``quorum``.
+    ``classic`` or ``quorum``; ``name`` names the connection in the broker's management UI.
     """
 
     def __init__(
@@ -61,7 +61,9 @@ class AmqpPublisher:
         queue_prefix: str = "clock.",
         connect_timeout_s: float = 5.0,
         queue_type: str = "classic",
+        name: str = "clock-publisher",
     ) -> None:
+        self._name = name
         self._urls = [part.strip() for part in url.split(",") if part.strip()]
         self._queue_arguments = {"x-queue-type": queue_type} if queue_type != "classic" else None
         self._exchange = exchange
@@ -103,7 +105,7 @@ class AmqpPublisher:
         params.connection_attempts = 1
         params.socket_timeout = params.stack_timeout = self._connect_timeout_s
         properties = dict(params.client_properties or {})
-        params.client_properties = {"connection_name": "clock-publisher", **properties}
+        params.client_properties = {"connection_name": self._name, **properties}
         return params
 
     def wait_healthy(self, timeout_s: float) -> bool:

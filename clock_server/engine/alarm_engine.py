@@ -52,9 +52,11 @@ class AlarmEngine:
         metrics: Metrics,
         policies: ApplicationPolicies | None = None,
         limiter: RateLimiter | None = None,
+        express_publisher: Publisher | None = None,
     ) -> None:
         """Without `policies` and `limiter` no application has delivery limits or retry
-        policies of its own."""
+        policies of its own; without `express_publisher` the express ring lane publishes
+        on `publisher` too."""
         self.settings = settings
         self.clock = clock
         self.metrics = metrics
@@ -110,6 +112,7 @@ class AlarmEngine:
             lead_max_ms=settings.ring_lead_max_ms,
             on_lane_free=self.ring_waker.wake,
             gate=gate,
+            express_publisher=express_publisher,
             hold_in_heap_ms=settings.preload_window_ms,
         )
         self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)

@@ -97,17 +97,22 @@ class ClaimHeap:
                 taken.extend(share)
         return taken
 
-    def pop_few(self, now_ms: int, limit: int, few: int) -> tuple[list[Claim], int | None]:
+    def pop_few(
+        self, now_ms: int, limit: int, few: int, beside_backlog: bool = False
+    ) -> tuple[list[Claim], int | None]:
         """Remove and return, up to `limit` in all, the due claims (due_ms <= now_ms) of each
         application that has at most `few` due; an application with more is left whole.
+        With `beside_backlog`, nothing unless some application has more than `few` due.
         Also returns the earliest due time left among the applications not left whole, or
         None: when to look again."""
         bound = Claim(now_ms, 2**63, 2**63)
         taken: list[Claim] = []
         next_ms: int | None = None
         with self._lock:
-            for application, own in list(self._by_app.items()):
-                count = own.bisect_right(bound)
+            counts = [(app, own, own.bisect_right(bound)) for app, own in self._by_app.items()]
+            if beside_backlog and all(count <= few for _, _, count in counts):
+                return taken, None
+            for application, own, count in counts:
                 if count > few:
                     continue
                 count = min(count, limit - len(taken))

@@ -46,7 +46,10 @@ class Ringer:
     When every lane is busy, due alarms gather in the heap and go out as one larger batch,
     except those of applications with at most ``few_due`` due: one more lane, the express
     lane, rings them at once, so that a backlog of one application, which keeps every lane
-    busy, does not make the others' few alarms wait for a lane.
+    busy, does not make the others' few alarms wait for a lane. Beside such a backlog they
+    go to the express lane even while a lane is free, so that they are not locked and
+    published with a large batch of the backlog; and with ``express_publisher`` the express
+    lane publishes on a connection of its own, not queued behind the backlog's messages.
 
     With ``lead_ms`` > 0, alarms are taken off the heap that much before they are due and
     their rows locked in advance; the lane then publishes each one the moment it is due, so
@@ -73,6 +76,7 @@ class Ringer:
         gate: DeliveryGate | None = None,
         hold_in_heap_ms: int = 10_000,
         few_due: int = 50,
+        express_publisher: Publisher | None = None,
     ) -> None:
         self.claims = claims
         self.heap = heap
@@ -86,6 +90,7 @@ class Ringer:
         self.gate = gate
         self.hold_in_heap_ms = hold_in_heap_ms
         self.few_due = few_due
+        self.express_publisher = express_publisher or publisher
         self.lead = LockLead(lead_ms, lead_max_ms)
         metrics.ring_lead_ms.set(self.lead.ms)
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
@@ -97,6 +102,8 @@ class Ringer:
 
     def run_once(self) -> float | None:
         """Ring what is due; returns seconds until the next due claim, 0 to go on, None if idle."""
+        if self._express is not None:
+            self._express_beside_backlog()
         if self._lanes is not None and not self._lanes.acquire(blocking=False):
             return self._express_once()
         now_ms = self.clock.now_ms()
@@ -122,6 +129,19 @@ class Ringer:
         wait_ms = max(next_due - lead_ms - now_ms, 1)
         self._wake_at_ms = now_ms + wait_ms
         return wait_ms / 1000
+
+    def _express_beside_backlog(self) -> None:
+        assert self._express is not None
+        if not self._express.acquire(blocking=False):
+            return
+        now_ms = self.clock.now_ms()
+        due, _ = self.heap.pop_few(now_ms + self.lead.ms, self.batch, self.few_due, True)
+        if due and self.gate is not None:
+            due = self._admit(due, now_ms)
+        if due:
+            self._submit(due, now_ms, self._express)
+        else:
+            self._express.release()
 
     def _express_once(self) -> float | None:
         """With every lane busy: the due claims of applications with few due, in the express
@@ -200,7 +220,7 @@ class Ringer:
         self, due: list[Claim], since_ms: int, lane: threading.BoundedSemaphore
     ) -> None:
         try:
-            self.ring(due, since_ms)
+            self.ring(due, since_ms, express=lane is self._express)
         except Exception:
             log.exception("ring batch of %d failed; its claims return when their lease ends",
                           len(due), extra={"action": "ring_error"})  # fmt: skip
@@ -209,13 +229,14 @@ class Ringer:
             if self.on_lane_free is not None:
                 self.on_lane_free()
 
-    def ring(self, due: list[Claim], since_ms: int | None = None) -> None:
+    def ring(self, due: list[Claim], since_ms: int | None = None, express: bool = False) -> None:
         """Ring `due`, which was to be taken off the heap at `since_ms` (now, if not given)."""
         if since_ms is None:
             since_ms = self.clock.now_ms()
+        publisher = self.express_publisher if express else self.publisher
         try:
             with self.claims.ring_transaction() as tx:
-                self._ring_locked(tx, due, since_ms)
+                self._ring_locked(tx, due, since_ms, publisher)
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -227,7 +248,9 @@ class Ringer:
             return
         self.metrics.heap_size.set(len(self.heap))
 
-    def _ring_locked(self, tx: RingTransaction, due: list[Claim], since_ms: int) -> None:
+    def _ring_locked(
+        self, tx: RingTransaction, due: list[Claim], since_ms: int, publisher: Publisher
+    ) -> None:
         live = tx.lock_live(due)
         lead_before = self.lead.ms
         lead_ms = self.lead.observe(self.clock.now_ms() - since_ms)
@@ -253,7 +276,7 @@ class Ringer:
             expired += sorted(late)
             ready = _interleaved([r for r in group if r.id not in late])
             if ready:
-                pending = self.publisher.start_batch([_message(row, now_ms) for row in ready])
+                pending = publisher.start_batch([_message(row, now_ms) for row in ready])
                 sent.append((ready, now_ms, pending))
         tx.mark_expired(expired, self.clock.now_ms())
         confirmed = [

@@ -45,10 +45,12 @@ class Runtime:
     engine: AlarmEngine | None
     publisher: AmqpPublisher | None
     maintenance: Maintenance
+    express_publisher: AmqpPublisher | None = None
 
     def start(self) -> None:
-        if self.publisher is not None:
-            self.publisher.start()
+        for publisher in (self.publisher, self.express_publisher):
+            if publisher is not None:
+                publisher.start()
         if self.engine is not None:
             self.engine.start()
         self.maintenance.start()
@@ -61,8 +63,9 @@ class Runtime:
         self.maintenance.stop()
         if self.engine is not None:
             self.engine.stop(deadline.share(RING_BATCH_SHARE))
-        if self.publisher is not None:
-            self.publisher.close(deadline.remaining_s())
+        for publisher in (self.publisher, self.express_publisher):
+            if publisher is not None:
+                publisher.close(deadline.remaining_s())
         if self.engine is not None:
             self.engine.finish(deadline)
         self.store.close()
@@ -85,14 +88,18 @@ def build(
     if settings.migrate_on_start:
         migrate.upgrade(db_engine)
     metrics = Metrics()
-    publisher = engine = app = None
+    publisher = express_publisher = engine = app = None
     if settings.run_engine:
-        publisher = AmqpPublisher(
-            settings.amqp_url,
-            exchange=settings.exchange,
-            declare_queues=settings.declare_queues,
-            queue_prefix=settings.queue_prefix,
-            queue_type=settings.queue_type,
+        publisher, express_publisher = (
+            AmqpPublisher(
+                settings.amqp_url,
+                exchange=settings.exchange,
+                declare_queues=settings.declare_queues,
+                queue_prefix=settings.queue_prefix,
+                queue_type=settings.queue_type,
+                name=name,
+            )
+            for name in ("clock-publisher", "clock-publisher-express")
         )
         policies = CachedPolicies(
             SqlApplicationRegistry(store).all,
@@ -108,6 +115,7 @@ def build(
             metrics,
             policies,
             SharedRateLimiter(SqlTokenBuckets(store)),
+            express_publisher,
         )
     if serve_http:
         assert tokens is not None
@@ -124,7 +132,7 @@ def build(
         batch=settings.purge_batch,
     )
     maintenance = Maintenance(store, clock, metrics, purge=purge)
-    return Runtime(settings, store, app, engine, publisher, maintenance)
+    return Runtime(settings, store, app, engine, publisher, maintenance, express_publisher)
 
 
 def build_web(
