@@ -16,6 +16,7 @@ from .errors import (
 )
 from .models import (
     Alarm,
+    AlarmEvent,
     AlarmMessage,
     AlarmPage,
     Application,
@@ -25,6 +26,7 @@ from .models import (
 
 __all__ = [
     "Alarm",
+    "AlarmEvent",
     "AlarmMessage",
     "AlarmPage",
     "Application",

@@ -18,6 +18,7 @@ from .errors import ClockError, NotFound, Unavailable, error_from_response
 from .models import (
     APPLICATION_SETTINGS,
     Alarm,
+    AlarmEvent,
     AlarmPage,
     Application,
     BatchResult,
@@ -26,6 +27,7 @@ from .models import (
     applications_from_json,
     batch_results_from_json,
     create_body,
+    events_from_json,
     page_from_json,
     timing_fields,
 )
@@ -51,7 +53,7 @@ class ClockClient:
     ``timeout`` (seconds) bounds connecting and each read. Failed connections and
     502/503/504 answers are retried up to ``retries`` times with exponential backoff
     (``backoff_factor``) for the idempotent calls only: get, list, health, cancel,
-    create, batch_create, applications, application and the PUT of configure;
+    create, batch_create, events, applications, application and the PUT of configure;
     update and the PATCH of configure are sent once. Every failure raises a
     subclass of ClockError. Use one client per thread; close it (or use ``with``)
     to release its connections.
@@ -153,6 +155,13 @@ class ClockClient:
     def get(self, application: str, business_id: str) -> Alarm:
         """The alarm for (application, business_id); raises NotFound if there is none."""
         return alarm_from_json(self._request("GET", self._alarm_path(application, business_id)))
+
+    def events(self, application: str, business_id: str) -> builtins.list[AlarmEvent]:
+        """The alarm's history, oldest first: created, moved, cancelled, each failed publish
+        with its error, rung, expired, dead, re-driven. Raises NotFound if there is no such
+        alarm."""
+        path = self._alarm_path(application, business_id) + "/events"
+        return events_from_json(self._request("GET", path))
 
     def update(
         self,

@@ -230,6 +230,52 @@ class AlarmMessage:
         return from_epoch_ms(self.target_ring_at)
 
 
+@dataclass(frozen=True, slots=True)
+class AlarmEvent:
+    """One step of an alarm's history, as ``ClockClient.events`` returns it, oldest first.
+
+    ``at`` is epoch milliseconds (UTC). ``kind`` is one of ``"created"``, ``"moved"``,
+    ``"changed"``, ``"cancelled"``, ``"attempt_failed"``, ``"rung"``, ``"expired"``,
+    ``"dead"``, ``"redriven"``. ``actor`` says who: the application whose token was used,
+    ``"admin"``, ``"anonymous"`` (a server without tokens), ``"clock"`` (the server's
+    engine) or ``"unknown"``. ``detail`` holds what the kind tells (see the API reference),
+    the common ones also as properties.
+    """
+
+    at: int
+    kind: str
+    actor: str
+    detail: Mapping[str, Any]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AlarmEvent:
+        """Build from the server's event JSON; ValueError if a field is missing or mistyped."""
+        detail = data.get("detail")
+        if not isinstance(detail, Mapping):
+            raise ValueError(f"'detail' must be an object, got {detail!r}")
+        return cls(
+            at=_get(data, "at", int),
+            kind=_get(data, "kind", str),
+            actor=_get(data, "actor", str),
+            detail=dict(detail),
+        )
+
+    @property
+    def at_datetime(self) -> datetime:
+        """``at`` as an aware UTC datetime."""
+        return from_epoch_ms(self.at)
+
+    @property
+    def attempt(self) -> int | None:
+        """The publish attempt of an ``attempt_failed`` or ``rung`` event, else None."""
+        return _get(self.detail, "attempt", int, optional=True)  # type: ignore[no-any-return]
+
+    @property
+    def error(self) -> str | None:
+        """Why an ``attempt_failed`` or ``dead`` event's publish failed, else None."""
+        return _get(self.detail, "error", str, optional=True)  # type: ignore[no-any-return]
+
+
 def _bad(what: str) -> ClockError:
     return ClockError(f"unexpected response from the server: {what}", code="bad_response")
 
@@ -267,6 +313,17 @@ def batch_results_from_json(data: Mapping[str, Any], expected: int) -> list[Batc
         else:
             results.append(BatchResult(status, None, error_from_body(status, entry)))
     return results
+
+
+def events_from_json(data: Mapping[str, Any]) -> list[AlarmEvent]:
+    """The AlarmEvents of a decoded ``{"events": [...]}``."""
+    found = data.get("events")
+    if not isinstance(found, list):
+        raise _bad("an alarm's history must be {events: [...]}")
+    try:
+        return [AlarmEvent.from_dict(item) for item in found]
+    except (ValueError, AttributeError) as exc:
+        raise _bad(f"malformed event: {exc}") from exc
 
 
 # The settings of an application, in the server's order (PUT and PATCH

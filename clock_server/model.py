@@ -29,13 +29,15 @@ def is_application_name(name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class NewAlarm:
-    """A validated request to create an alarm."""
+    """A validated request to create an alarm; `created_by` is the caller's actor (see
+    AlarmEvent), kept with the alarm for its history."""
 
     application: str
     business_id: str
     payload: str
     target_ring_at: int
     latest_ring_at: int | None
+    created_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,40 @@ class Alarm:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
+
+
+# The kinds of an alarm's events. Those named like a status mean the alarm reached it.
+CREATED = "created"
+MOVED = "moved"  # a PATCH changed the target (and perhaps more)
+CHANGED = "changed"  # a PATCH changed the cutoff or the payload, not the target
+ATTEMPT_FAILED = "attempt_failed"
+REDRIVEN = "redriven"
+EVENT_KINDS = (CREATED, MOVED, CHANGED, CANCELLED, ATTEMPT_FAILED, RUNG, EXPIRED, DEAD, REDRIVEN)
+
+# Who acted, besides an application acting on its own alarms.
+ADMIN = "admin"  # an admin token
+ANONYMOUS = "anonymous"  # a caller of a server with no tokens configured
+ENGINE = "clock"  # the engine: attempts, rings, expiries, deaths
+
+# What a failed publish's event says: the publisher tells only whether the broker took each
+# message, and whether it is connected.
+NOT_CONFIRMED = "not confirmed by the broker (nacked, returned as unroutable, or timed out)"
+PUBLISHER_UNAVAILABLE = "publisher unavailable: no connection to the broker"
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmEvent:
+    """One step of an alarm's history: when (epoch ms), what (one of EVENT_KINDS), who (the
+    application whose token was used, ADMIN, ANONYMOUS or ENGINE; never a token), and the
+    kind's details (an attempt number, an error, the old and new target...)."""
+
+    at: int
+    kind: str
+    actor: str
+    detail: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": self.at, "kind": self.kind, "actor": self.actor, "detail": self.detail}
 
 
 class Claim(NamedTuple):

@@ -21,7 +21,12 @@ from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import make_engine
 from clock_server.store.schema import alarm_table as clock_table
-from clock_server.store.schema import application_table, engine_table, rate_bucket_table
+from clock_server.store.schema import (
+    application_table,
+    engine_table,
+    event_table,
+    rate_bucket_table,
+)
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import AMQP_URL, Cluster, delete_exchange, mariadb_database, unique
 
@@ -71,6 +76,7 @@ def _empty_store(url: str) -> Iterator[AlarmStore]:
     engine = make_engine(url, pool_size=10)
     with engine.begin() as conn:
         conn.execute(delete(clock_table))
+        conn.execute(delete(event_table))
         conn.execute(delete(engine_table))
         conn.execute(delete(application_table))
         conn.execute(delete(rate_bucket_table))

@@ -1253,6 +1253,7 @@ def test_openapi_documents_every_route_the_app_serves(api) -> None:
         "/v1/alarms",
         "/v1/alarms/batch",
         "/v1/alarms/{application}/{business_id}",
+        "/v1/alarms/{application}/{business_id}/events",
         "/v1/applications",
         "/v1/applications/{application}",
         "/healthz",

@@ -28,6 +28,7 @@ import pytest
 
 from clock_client import (
     Alarm,
+    AlarmEvent,
     AlarmMessage,
     Application,
     ApplicationCounts,
@@ -382,6 +383,40 @@ def test_path_segments_are_quoted(
     assert [(r.method, r.path) for r in canned.requests] == [
         ("DELETE", "/v1/alarms/billing/a%20b%3Fc%23d")
     ]
+
+
+def test_events_are_typed_and_asked_for_by_the_quoted_key(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    failed = {"attempt": 2, "error": "not confirmed", "retry_at": T0 + 900, "new": [1]}
+    canned.reply(
+        200,
+        {
+            "events": [
+                {"at": T0, "kind": "created", "actor": "billing", "detail": {}},
+                {"at": T0 + 5, "kind": "attempt_failed", "actor": "clock", "detail": failed},
+            ]
+        },
+    )
+    canned.reply(200, {"events": [{"at": "soon", "kind": "x", "actor": "y", "detail": {}}]})
+    canned.reply(200, {"events": None})
+    client = make_client(canned.base_url)
+    created, attempt = client.events("billing", "a/b c")
+    assert created == AlarmEvent(T0, "created", "billing", {})
+    assert (created.attempt, created.error, created.at_datetime) == (
+        None,
+        None,
+        datetime.fromtimestamp(T0 / 1000, UTC),
+    )
+    assert (attempt.kind, attempt.attempt, attempt.error) == ("attempt_failed", 2, "not confirmed")
+    assert attempt.detail["new"] == [1]  # kept, for details a newer server adds
+    assert [(r.method, r.path) for r in canned.requests] == [
+        ("GET", "/v1/alarms/billing/a%2Fb%20c/events")
+    ]
+    for _ in range(2):
+        with pytest.raises(ClockError) as caught:
+            client.events("billing", "b")
+        assert caught.value.code == "bad_response"
 
 
 def test_list_follows_cursors_lazily(

@@ -126,7 +126,7 @@ def test_patch_of_a_preloaded_alarm_rings_at_the_new_time_only(
     start = fake_clock.now_ms()
     alarm_id = add(store, fake_clock, "moved", 1_000)
     step(engine)
-    store.update("app", "moved", AlarmChanges(target_ring_at=start + 4_000), start)
+    store.update("app", "moved", AlarmChanges(target_ring_at=start + 4_000), start, actor="app")
     fake_clock.set(start + 1_000)
     step(engine)  # the old entry is stale; the preloader claims the new time
     assert publisher.published == []
@@ -144,7 +144,7 @@ def test_patch_earlier_inside_the_window(store, fake_clock, publisher, make_engi
     start = fake_clock.now_ms()
     alarm_id = add(store, fake_clock, "sooner", 8_000)
     step(engine)
-    store.update("app", "sooner", AlarmChanges(target_ring_at=start + 300), start)
+    store.update("app", "sooner", AlarmChanges(target_ring_at=start + 300), start, actor="app")
     fake_clock.set(start + 300)
     step(engine)
     assert published_ids(publisher) == [alarm_id]
@@ -154,7 +154,7 @@ def test_cancel_of_a_preloaded_alarm_is_never_rung(store, fake_clock, publisher,
     engine = make_engine()
     add(store, fake_clock, "c", 1_000)
     step(engine)
-    store.cancel("app", "c", fake_clock.now_ms())
+    store.cancel("app", "c", fake_clock.now_ms(), actor="app")
     fake_clock.advance(1_000)
     step(engine)
     assert publisher.published == []
@@ -315,7 +315,7 @@ def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
         slow.first_publish.wait(10)  # the first batch holds its row locks now
         for i in reversed(range(200)):  # meet the ring thread halfway
             try:
-                store.cancel("app", f"b{i}", fake_clock.now_ms())
+                store.cancel("app", f"b{i}", fake_clock.now_ms(), actor="app")
                 cancelled[f"b{i}"] = True
             except Conflict as error:
                 assert error.status == "rung"

@@ -297,10 +297,12 @@ def test_v1_without_a_valid_token_is_always_401(target: Target, operation: Any) 
 # --- beyond the document ---------------------------------------------------------------------
 
 _CHECKER = OpenApiChecker(openapi_document())
+ONE = "/v1/alarms/{application}/{business_id}"
 _TEMPLATES = [
     (re.compile(r"/v1/alarms"), "/v1/alarms"),
     (re.compile(r"/v1/alarms/batch"), BATCH),
-    (re.compile(r"/v1/alarms/[^/]+/.+", re.S), "/v1/alarms/{application}/{business_id}"),
+    (re.compile(r"/v1/alarms/[^/]+/.+/events", re.S), f"{ONE}/events"),
+    (re.compile(r"/v1/alarms/[^/]+/.+", re.S), ONE),
     (re.compile(r"/v1/applications"), "/v1/applications"),
     (re.compile(r"/v1/applications/[^/]+"), "/v1/applications/{application}"),
     (re.compile(r"/healthz"), "/healthz"),

@@ -46,7 +46,7 @@ def finish(store: AlarmStore, key: str, status: str, at_ms: int, application: st
     target = at_ms - next(_OFFSETS)
     alarm, _ = store.create(NewAlarm(application, key, "p", target, None), target - 1_000)
     if status == "cancelled":
-        store.cancel(application, key, at_ms)
+        store.cancel(application, key, at_ms, actor=application)
     else:
         claims = SqlClaimStore(store)
         [claim] = claims.claim_due(target, at_ms + 30_000, 10, from_ms=target)
@@ -162,8 +162,9 @@ def test_a_run_deletes_in_transactions_of_at_most_the_batch(
     assert all("FOR UPDATE" not in s and "LOCK" not in s for s in statements)
     sizes = [len(statements[i].split("IN (")[1].split(")")[0].split(",")) for i in deletes]
     assert sizes == [3, 3, 3, 1]
-    for index in deletes:  # each delete is a transaction of its own, committed at once
-        assert statements[index + 1] == "<commit>"
+    for index in deletes:  # each delete, then its alarms' events, is a transaction of its own
+        assert statements[index + 1].startswith("DELETE FROM clock_event ")
+        assert statements[index + 2] == "<commit>"
     reads = [s for s in statements if "FROM clock" in s and "GROUP_CONCAT" in s]
     assert reads and all("ORDER BY next_try_time, id LIMIT 3)" in s for s in reads)
     assert keys(db) == {"kept"}

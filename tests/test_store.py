@@ -128,7 +128,9 @@ def test_update_moves_target_and_drops_the_claim(store: AlarmStore):
     alarm, _ = store.create(new(), NOW)
     claims = SqlClaimStore(store).claim_due(NOW + 10_000, NOW + 30_000, 10)
     assert [c.id for c in claims] == [alarm.id]
-    moved = store.update("app", "b1", AlarmChanges(target_ring_at=NOW + 5_000), NOW + 1)
+    moved = store.update(
+        "app", "b1", AlarmChanges(target_ring_at=NOW + 5_000), NOW + 1, actor="app"
+    )
     assert moved.target_ring_at == moved.next_try_time == NOW + 5_000
     assert moved.updated_at == NOW + 1
     with SqlClaimStore(store).ring_transaction() as tx:
@@ -138,22 +140,28 @@ def test_update_moves_target_and_drops_the_claim(store: AlarmStore):
 def test_update_checks_the_cutoff_against_stored_values(store: AlarmStore):
     store.create(new(target=NOW + 1_000), NOW)
     with pytest.raises(ValidationError):
-        store.update("app", "b1", AlarmChanges(set_latest_ring_at=True, latest_ring_at=NOW), NOW)
+        store.update(
+            "app", "b1", AlarmChanges(set_latest_ring_at=True, latest_ring_at=NOW), NOW, actor="a"
+        )
     store.update(
-        "app", "b1", AlarmChanges(set_latest_ring_at=True, latest_ring_at=NOW + 2_000), NOW
+        "app",
+        "b1",
+        AlarmChanges(set_latest_ring_at=True, latest_ring_at=NOW + 2_000),
+        NOW,
+        actor="app",
     )
     with pytest.raises(ValidationError):
-        store.update("app", "b1", AlarmChanges(target_ring_at=NOW + 3_000), NOW)
-    cleared = store.update("app", "b1", AlarmChanges(set_latest_ring_at=True), NOW)
+        store.update("app", "b1", AlarmChanges(target_ring_at=NOW + 3_000), NOW, actor="app")
+    cleared = store.update("app", "b1", AlarmChanges(set_latest_ring_at=True), NOW, actor="app")
     assert cleared.latest_ring_at is None and cleared.target_ring_at == NOW + 1_000
 
 
 def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
     store.create(new("c"), NOW)
-    assert store.cancel("app", "c", NOW).status == "cancelled"
-    assert store.cancel("app", "c", NOW).status == "cancelled"
+    assert store.cancel("app", "c", NOW, actor="app").status == "cancelled"
+    assert store.cancel("app", "c", NOW, actor="app").status == "cancelled"
     with pytest.raises(Conflict) as info:
-        store.update("app", "c", AlarmChanges(payload="x"), NOW)
+        store.update("app", "c", AlarmChanges(payload="x"), NOW, actor="app")
     assert info.value.status == "cancelled"
     store.create(new("r", target=NOW), NOW)
     claims_store = SqlClaimStore(store)
@@ -161,7 +169,7 @@ def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
     with claims_store.ring_transaction() as tx:
         tx.mark_rung([(c.id, NOW) for c in claims], NOW)
     with pytest.raises(Conflict) as info:
-        store.cancel("app", "r", NOW)
+        store.cancel("app", "r", NOW, actor="app")
     assert info.value.status == "rung"
 
 
@@ -178,7 +186,7 @@ def test_a_ring_batch_locks_only_its_own_rows_on_a_small_table(mariadb_store: Al
     def others() -> None:
         with claims_store.ring_transaction() as lane:
             done["other lane locked"] = len(lane.lock_live(claims[20:]))
-        done["cancel"] = store.cancel("app", "l59", NOW).status
+        done["cancel"] = store.cancel("app", "l59", NOW, actor="app").status
         done["claimed"] = len(claims_store.claim_due(NOW, NOW + 30_000, 100))
 
     with claims_store.ring_transaction() as holding:
@@ -222,7 +230,7 @@ def test_list_pages_by_id_with_filters(store: AlarmStore):
     for i in range(7):
         store.create(new(f"b{i}"), NOW)
     store.create(new("x", application="other"), NOW)
-    store.cancel("app", "b3", NOW)
+    store.cancel("app", "b3", NOW, actor="app")
     page = store.list("app", None, 3, None)
     rest = store.list("app", None, 10, page[-1].id)
     assert [a.business_id for a in page + rest] == [f"b{i}" for i in range(7)]
@@ -273,7 +281,7 @@ def test_due_applications_names_each_with_its_earliest_unclaimed_due(store: Alar
     store.create(new("b0", target=NOW + 300, application="b"), NOW)
     store.create(new("c0", target=NOW + 5_000, application="c"), NOW)  # not due by the horizon
     store.create(new("d0", target=NOW, application="d"), NOW)
-    store.cancel("d", "d0", NOW)  # finished rows do not count
+    store.cancel("d", "d0", NOW, actor="d")  # finished rows do not count
     claims_store = SqlClaimStore(store)
     assert claims_store.due_applications(NOW + 1_000) == {"a": NOW + 100, "b": NOW + 300}
     claims_store.claim_due(NOW + 200, NOW + 30_000, 10)
@@ -318,6 +326,6 @@ def test_count_overdue_sees_only_unclaimed_pending_alarms(store: AlarmStore):
     store.create(new("claimed", target=NOW - 20_000), NOW)
     store.create(new("soon", target=NOW + 10_000), NOW)
     store.create(new("gone", target=NOW - 10_000), NOW)
-    store.cancel("app", "gone", NOW)
+    store.cancel("app", "gone", NOW, actor="app")
     SqlClaimStore(store).claim_due(NOW - 15_000, NOW + 30_000, 10)
     assert store.count_overdue(NOW) == 1

@@ -15,6 +15,7 @@ from flask import current_app, g, request
 
 from clock_server.api.tokens import Grant
 from clock_server.errors import Forbidden, Unauthorized
+from clock_server.model import ADMIN, ANONYMOUS
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,16 @@ def authorize(application: str) -> None:
             extra={"action": "request_forbidden"},
         )
         raise Forbidden(f"this token may not use application {application!r}", field="application")
+
+
+def actor(application: str) -> str:
+    """Who this request acts as on `application`'s alarms, for their history: the application
+    itself (its token covers it), "admin" for an admin token, "anonymous" with no tokens
+    configured. Never the token, nor the grant's label."""
+    grant = current_grant()
+    if grant is None:
+        return ANONYMOUS
+    return ADMIN if grant.is_admin else application
 
 
 def authorize_listing(application: str | None) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from clock_server import __version__
 from clock_server.api.application_validation import ApplicationSettings
 from clock_server.api.validation import CreateAlarm, UpdateAlarm
-from clock_server.model import APPLICATION_PATTERN, STATUSES
+from clock_server.model import APPLICATION_PATTERN, EVENT_KINDS, STATUSES
 
 _REF = "#/components/schemas/{model}"
 
@@ -45,6 +45,48 @@ _ALARM = {
         "rung_at": {"type": ["integer", "null"], "description": "epoch ms of the publish"},
         "created_at": {"type": "integer"},
         "updated_at": {"type": "integer"},
+    },
+}
+
+_MS = {"type": "integer", "description": "epoch ms"}
+_MS_OR_NULL = {"type": ["integer", "null"], "description": "epoch ms; null: no cutoff"}
+
+_EVENT = {
+    "type": "object",
+    "required": ["at", "kind", "actor", "detail"],
+    "properties": {
+        "at": _MS,
+        "kind": {"type": "string", "enum": list(EVENT_KINDS)},
+        "actor": {
+            "type": "string",
+            "description": "who: the application whose token was used, 'admin' (an admin "
+            "token), 'anonymous' (a server without tokens), 'clock' (the engine), or "
+            "'unknown' (created before the server kept histories); never a token",
+        },
+        "detail": {
+            "type": "object",
+            "description": "by kind: created (target_ring_at, latest_ring_at); moved (from, "
+            "to, and those of changed that the same PATCH changed); changed, a PATCH that "
+            "kept the target (latest_ring_at_from, latest_ring_at_to, payload_changed); "
+            "attempt_failed (attempt, error, retry_at unless it was the last); rung "
+            "(attempt); expired (latest_ring_at, attempts); dead (attempts, error); "
+            "redriven (from_status, due_at)",
+            "properties": {
+                "target_ring_at": _MS,
+                "latest_ring_at": _MS_OR_NULL,
+                "from": _MS,
+                "to": _MS,
+                "latest_ring_at_from": _MS_OR_NULL,
+                "latest_ring_at_to": _MS_OR_NULL,
+                "payload_changed": {"type": "boolean"},
+                "attempt": {"type": "integer", "minimum": 1},
+                "attempts": {"type": "integer", "minimum": 0},
+                "error": {"type": "string"},
+                "retry_at": _MS,
+                "from_status": {"type": "string", "enum": list(STATUSES)},
+                "due_at": _MS,
+            },
+        },
     },
 }
 
@@ -302,6 +344,7 @@ def openapi_document() -> dict[str, Any]:
         "properties": {"alarms": {"type": "array", "minItems": 1, "items": _ref("CreateAlarm")}},
     }
     schemas["BatchResult"] = _BATCH_RESULT
+    schemas["AlarmEvent"] = _EVENT
     schemas["Application"] = _application_schema()
     schemas["ApplicationCounts"] = _COUNTS
     schemas["ApplicationSettings"] = _settings_schema()
@@ -378,6 +421,29 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {
                     "200": _alarm_ok("cancelled"),
                     **_errors(400, 401, 403, 404, 409, 503),
+                },
+            },
+        },
+        "/v1/alarms/{application}/{business_id}/events": {
+            "parameters": _KEY_PARAMS,
+            "get": {
+                "summary": "An alarm's history, oldest first (its latest 1,000 recorded events)",
+                "description": "A business_id that ends in '/events' is read with GET of the "
+                "alarm with that '/' sent as %2F.",
+                "responses": {
+                    "200": {
+                        "description": "the events",
+                        **_json(
+                            {
+                                "type": "object",
+                                "required": ["events"],
+                                "properties": {
+                                    "events": {"type": "array", "items": _ref("AlarmEvent")}
+                                },
+                            }
+                        ),
+                    },
+                    **_errors(400, 401, 403, 404, 503),
                 },
             },
         },

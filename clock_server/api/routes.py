@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
+from urllib.parse import unquote
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from clock_server.api import validation
-from clock_server.api.access import authorize, authorize_listing
+from clock_server.api.access import actor, authorize, authorize_listing
 from clock_server.api.health_gauges import record_health
 from clock_server.api.http_errors import error_body, status_for
 from clock_server.api.openapi import openapi_document
@@ -29,8 +31,7 @@ def create_alarm() -> tuple[Response, int]:
     svc = services()
     data = _json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
-    new = validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes)
-    authorize(new.application)
+    new = _as_caller(validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes))
     with svc.admission.admit([new], now_ms) as admitted:
         (outcome,) = admitted.outcomes
         if isinstance(outcome, ClockError):
@@ -56,8 +57,7 @@ def create_alarms() -> tuple[Response, int]:
     for item in items:
         try:
             new = validation.new_alarm(item, now_ms, svc.settings.payload_max_bytes)
-            authorize(new.application)  # an item of another application gets its own 403
-            valid.append(new)
+            valid.append(_as_caller(new))  # an item of another application gets its own 403
             results.append(None)
         except ClockError as error:
             results.append({"status": status_for(error), **error_body(error)})
@@ -101,7 +101,7 @@ def update_alarm(application: str, business_id: str) -> Response:
     data = _json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
     changes = validation.alarm_changes(data, now_ms, svc.settings.payload_max_bytes)
-    alarm = svc.store.update(application, business_id, changes, now_ms)
+    alarm = svc.store.update(application, business_id, changes, now_ms, actor=actor(application))
     if changes.target_ring_at is not None:
         _notify(svc, alarm)
     return jsonify(alarm.to_json())
@@ -111,7 +111,18 @@ def update_alarm(application: str, business_id: str) -> Response:
 def cancel_alarm(application: str, business_id: str) -> Response:
     svc = services()
     _check_key(application, business_id)
-    return jsonify(svc.store.cancel(application, business_id, svc.clock.now_ms()).to_json())
+    now_ms = svc.clock.now_ms()
+    alarm = svc.store.cancel(application, business_id, now_ms, actor=actor(application))
+    return jsonify(alarm.to_json())
+
+
+@api.get("/v1/alarms/<application>/<path:business_id>/events")
+def alarm_events(application: str, business_id: str) -> Response:
+    if not _names_the_events():
+        return get_alarm(application, f"{business_id}/events")
+    _check_key(application, business_id)
+    events = services().history.events(application, business_id)
+    return jsonify({"events": [event.to_json() for event in events]})
 
 
 @api.get("/v1/alarms")
@@ -176,6 +187,23 @@ def _check_key(application: str, business_id: str) -> None:
     validation.check_application(application)
     validation.check_business_id(business_id)
     authorize(application)
+
+
+def _as_caller(new: NewAlarm) -> NewAlarm:
+    """403 for an application the token does not cover; else the alarm with its creator."""
+    authorize(new.application)
+    return replace(new, created_by=actor(new.application))
+
+
+def _names_the_events() -> bool:
+    """Whether a path ending in "/events" asks for the events, rather than for the alarm
+    whose business_id ends in "/events": that one's "/" comes escaped as %2F (as the SDK
+    sends every "/" of a business_id), which only the raw request line still shows."""
+    raw = request.environ.get("REQUEST_URI") or request.environ.get("RAW_URI")
+    if not raw:
+        return True
+    last = str(raw).split("?", 1)[0].rsplit("/", 1)[-1]
+    return unquote(last) == "events"
 
 
 def _notify(svc: Services, alarm: Alarm) -> None:

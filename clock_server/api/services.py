@@ -15,6 +15,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.group_commit import GroupCommit
+from clock_server.store.history import AlarmHistory
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.timesource import Clock
 
@@ -43,6 +44,7 @@ class Services:
     publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
     tokens: TokenTable = field(default_factory=TokenTable)  # empty: authentication is off
     single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
+    history: AlarmHistory = field(init=False)  # each alarm's events
     applications: SqlApplicationRegistry = field(init=False)
     policies: CachedPolicies = field(init=False)  # the registry as of a few seconds ago
     limiter: SharedRateLimiter = field(init=False)  # creation rates, service-wide
@@ -50,6 +52,7 @@ class Services:
     engines: SqlEngineRegistry = field(init=False)  # for clock_live_engines
 
     def __post_init__(self) -> None:
+        self.history = AlarmHistory(self.store)
         self.applications = SqlApplicationRegistry(self.store)
         self.engines = SqlEngineRegistry(self.store)
         self.policies = CachedPolicies(

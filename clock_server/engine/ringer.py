@@ -19,7 +19,13 @@ from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.lead import LockLead
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
-from clock_server.model import Claim, OutgoingMessage, RingRow
+from clock_server.model import (
+    NOT_CONFIRMED,
+    PUBLISHER_UNAVAILABLE,
+    Claim,
+    OutgoingMessage,
+    RingRow,
+)
 from clock_server.store.ports import ClaimStore, RingTransaction
 from clock_server.timesource import Clock
 
@@ -326,8 +332,10 @@ class Ringer:
                     retries.append((row.id, now_ms + retry.delay_ms(row.retry_times + 1)))
         self.metrics.observe_lateness(lateness_s)
         tx.mark_rung(rung, now_ms)
-        tx.mark_dead(dead, now_ms)
-        tx.schedule_retries(retries, now_ms)
+        if dead or retries:  # the history's error: all the publisher tells of a failure
+            error = NOT_CONFIRMED if self.publisher.is_healthy() else PUBLISHER_UNAVAILABLE
+            tx.mark_dead(dead, now_ms, error)
+            tx.schedule_retries(retries, now_ms, error)
         return _Recorded(len(rung), len(retries), dead)
 
     def _retry_for(self, application: str) -> RetryPolicy:

@@ -61,6 +61,7 @@ def insert_values(new: NewAlarm, now_ms: int) -> dict[str, Any]:
         "version": 0,
         "create_time": now_ms,
         "update_time": now_ms,
+        "created_by": new.created_by,
     }
 
 

@@ -17,6 +17,7 @@ from clock_server.store.alarm_rows import (
     pages,
 )
 from clock_server.store.db import Capabilities, capabilities
+from clock_server.store.events import cancelled, changed, write_events
 from clock_server.store.row_locks import select_by_key, select_for_change
 from clock_server.store.schema import ALARM_COLUMNS, alarm_table
 from clock_server.store.sql import chunks, param_marker, translate_errors
@@ -149,9 +150,10 @@ class AlarmStore:
             return self._alarms_by_key(keys)
 
     def update(
-        self, application: str, business_id: str, changes: AlarmChanges, now_ms: int
+        self, application: str, business_id: str, changes: AlarmChanges, now_ms: int, *, actor: str
     ) -> Alarm:
-        """Apply a PATCH to a pending alarm; Conflict otherwise. A new target drops any claim."""
+        """Apply a PATCH to a pending alarm; Conflict otherwise. A new target drops any claim.
+        What changed goes to the alarm's history as done by `actor`."""
         with translate_errors(), self.engine.begin() as conn:
             row = self._lock_key(conn, application, business_id)
             if row.status != PENDING:
@@ -179,10 +181,13 @@ class AlarmStore:
                     version=alarm_table.c.version + 1,
                 )
             conn.execute(update(alarm_table).where(alarm_table.c.id == row.id).values(values))
+            event = changed(row, changes, now_ms, actor)
+            write_events(conn, [event] if event is not None else [])
             return alarm_from_row(conn.execute(select_by_key(application, business_id)).one())
 
-    def cancel(self, application: str, business_id: str, now_ms: int) -> Alarm:
-        """Cancel a pending alarm (a repeat is fine); Conflict once it rang, expired or died."""
+    def cancel(self, application: str, business_id: str, now_ms: int, *, actor: str) -> Alarm:
+        """Cancel a pending alarm (a repeat is fine); Conflict once it rang, expired or died.
+        The cancel goes to the alarm's history as done by `actor` (a repeat does not)."""
         with translate_errors(), self.engine.begin() as conn:
             row = self._lock_key(conn, application, business_id)
             if row.status not in (PENDING, CANCELLED):
@@ -200,6 +205,7 @@ class AlarmStore:
                         version=alarm_table.c.version + 1,
                     )
                 )
+                write_events(conn, [cancelled(row.id, now_ms, actor)])
             return alarm_from_row(conn.execute(select_by_key(application, business_id)).one())
 
     def list(

@@ -8,9 +8,10 @@ from collections.abc import Iterator, Sequence
 
 from sqlalchemy import Connection, case, text, update
 
-from clock_server.model import DEAD, EXPIRED, PENDING, RUNG, Claim, RingRow
+from clock_server.model import DEAD, EXPIRED, NOT_CONFIRMED, PENDING, RUNG, Claim, RingRow
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import Capabilities, open_ahead
+from clock_server.store.events import RingEvents
 from clock_server.store.row_locks import lock_ring_rows_sql
 from clock_server.store.schema import alarm_table
 from clock_server.store.sql import chunks, id_list, translate_errors
@@ -111,20 +112,28 @@ class SqlClaimStore:
 
     @contextlib.contextmanager
     def ring_transaction(self) -> Iterator[SqlRingTransaction]:
-        """One transaction for a ring batch; the locks it takes are held until it ends."""
+        """One transaction for a ring batch; the locks it takes are held until it ends.
+        The events of its outcomes are written last, in one statement."""
         with translate_errors(), self.store.engine.begin() as conn:
-            yield SqlRingTransaction(conn, self.store.caps)
+            tx = SqlRingTransaction(conn, self.store.caps)
+            yield tx
+            tx.events.write(conn)
 
     def connect_ahead(self, connections: int) -> None:
         open_ahead(self.store.engine, connections)
 
 
 class SqlRingTransaction:
-    """Row-locked view of a ring batch: which claims are still live, and their outcomes."""
+    """Row-locked view of a ring batch: which claims are still live, and their outcomes.
+
+    Outcomes other than a ring are events of the alarms' history too: they are gathered in
+    `events` and written when the transaction ends (a ring is read from the row itself).
+    """
 
     def __init__(self, conn: Connection, caps: Capabilities) -> None:
         self.conn = conn
         self.caps = caps
+        self.events = RingEvents()
 
     def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
         """Lock the claimed rows and return those still pending with the claimed version.
@@ -139,6 +148,7 @@ class SqlRingTransaction:
             for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk)):
                 if row[7] == wanted[row[0]]:
                     live.append(make(row[:7]))
+        self.events.locked(live)
         return live
 
     def mark_rung(self, rung_at: Sequence[tuple[int, int]], now_ms: int) -> None:
@@ -156,12 +166,17 @@ class SqlRingTransaction:
 
     def mark_expired(self, ids: Sequence[int], now_ms: int) -> None:
         self._set_final(ids, EXPIRED, now_ms)
+        self.events.expired(ids, now_ms)
 
-    def mark_dead(self, ids: Sequence[int], now_ms: int) -> None:
+    def mark_dead(self, ids: Sequence[int], now_ms: int, error: str = NOT_CONFIRMED) -> None:
         self._set_final(ids, DEAD, now_ms)
+        self.events.dead(ids, now_ms, error)
 
-    def schedule_retries(self, retries: Sequence[tuple[int, int]], now_ms: int) -> None:
+    def schedule_retries(
+        self, retries: Sequence[tuple[int, int]], now_ms: int, error: str = NOT_CONFIRMED
+    ) -> None:
         """Each (id, next_try_time): count the failed try and make the alarm due again then."""
+        self.events.failed(retries, now_ms, error)
         for chunk in chunks(list(retries), _ID_CHUNK):
             self.conn.execute(
                 update(alarm_table)

@@ -10,11 +10,16 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
 
-from clock_server.model import ApplicationPolicy, Claim, EngineRecord, RingRow
+from clock_server.model import NOT_CONFIRMED, ApplicationPolicy, Claim, EngineRecord, RingRow
 
 
 class RingTransaction(Protocol):
-    """One ring batch's transaction: its row locks are held until it ends."""
+    """One ring batch's transaction: its row locks are held until it ends.
+
+    Each outcome is also written to the alarms' history within the transaction: an expiry,
+    a failed attempt with its `error` and attempt number, a death (a ring is read from the
+    alarm itself).
+    """
 
     def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
         """Lock the claimed rows and return those still pending with the claimed version."""
@@ -28,12 +33,15 @@ class RingTransaction(Protocol):
         """Past their cutoff: never published."""
         ...
 
-    def mark_dead(self, ids: Sequence[int], now_ms: int) -> None:
-        """Their last retry failed."""
+    def mark_dead(self, ids: Sequence[int], now_ms: int, error: str = NOT_CONFIRMED) -> None:
+        """Their last retry failed, with `error`."""
         ...
 
-    def schedule_retries(self, retries: Sequence[tuple[int, int]], now_ms: int) -> None:
-        """Each (id, next_try_time): count the failed try and make the alarm due again then."""
+    def schedule_retries(
+        self, retries: Sequence[tuple[int, int]], now_ms: int, error: str = NOT_CONFIRMED
+    ) -> None:
+        """Each (id, next_try_time): count the try that failed with `error` and make the
+        alarm due again then."""
         ...
 
 

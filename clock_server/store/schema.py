@@ -1,5 +1,5 @@
-"""The alarms table (named `clock` in SQL, as in the seed design), as SQLAlchemy Core metadata.
-The Alembic migrations create it."""
+"""The tables: the alarms (named `clock` in SQL, as in the seed design), their events and the
+rest, as SQLAlchemy Core metadata. The Alembic migrations create them."""
 
 from __future__ import annotations
 
@@ -51,6 +51,10 @@ alarm_table = Table(
     Column("claimed_by", Integer, nullable=False, server_default="0"),
     Column("create_time", BigInteger, nullable=False),
     Column("update_time", BigInteger, nullable=False),
+    # Who created the alarm (an application, "admin", "anonymous"), for its history: its
+    # "created" event is read from this row, not written apart. NULL for alarms created
+    # before the history existed.
+    Column("created_by", _APP, nullable=True),
     UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),
     Index("ix_clock_status_next_try_time", "status", "next_try_time"),
     Index("ix_clock_application_id", "application", "id"),
@@ -73,6 +77,22 @@ ALARM_COLUMNS = (
     alarm_table.c.rung_at,
     alarm_table.c.create_time,
     alarm_table.c.update_time,
+)
+
+# Each alarm's history (store/events.py), deleted with the alarm. What the alarm row already
+# says is not written here: its creation and its ring.
+event_table = Table(
+    "clock_event",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("alarm_id", BigInteger, nullable=False),
+    Column("at_ms", BigInteger, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("actor", _APP, nullable=False),
+    Column("detail", Text, nullable=False),  # a JSON object
+    Index("ix_clock_event_alarm_id_id", "alarm_id", "id"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
 )
 
 # One row per running engine: it beats every CLOCK_HEARTBEAT_S; once silent for
