@@ -30,6 +30,7 @@ from .models import (
     events_from_json,
     page_from_json,
     timing_fields,
+    to_epoch_ms,
 )
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,29 @@ _RETRY_STATUSES = (502, 503, 504)
 # between) or, with a delay, move the alarm a second time. PUT sets an application's every
 # setting: a repeat sets the same.
 _RETRY_METHODS = frozenset({"GET", "HEAD", "DELETE", "POST", "PUT"})
+
+
+def _filter_fields(
+    application: str | None,
+    status: str | None,
+    business_id_prefix: str | None,
+    due_from: int | datetime | None,
+    due_to: int | datetime | None,
+) -> dict[str, Any]:
+    """The filter of a search or a bulk action, with only the parts given."""
+    fields: dict[str, Any] = {}
+    for name, value in (
+        ("application", application),
+        ("status", status),
+        ("business_id_prefix", business_id_prefix),
+    ):
+        if value is not None:
+            fields[name] = value
+    if due_from is not None:
+        fields["due_from"] = to_epoch_ms(due_from)
+    if due_to is not None:
+        fields["due_to"] = to_epoch_ms(due_to)
+    return fields
 
 
 def _segment(value: str) -> str:
@@ -206,13 +230,20 @@ class ClockClient:
         status: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        *,
+        business_id_prefix: str | None = None,
+        due_from: int | datetime | None = None,
+        due_to: int | datetime | None = None,
     ) -> AlarmPage:
-        """One page of at most ``limit`` alarms, optionally filtered by application/status."""
-        params: dict[str, Any] = {"limit": limit}
-        if application is not None:
-            params["application"] = application
-        if status is not None:
-            params["status"] = status
+        """One page of at most ``limit`` alarms matching the filters given.
+
+        ``business_id_prefix`` needs ``application`` and pages in business_id order;
+        ``due_from`` (inclusive) and ``due_to`` (exclusive) bound ``next_try_time`` and page
+        in that order; otherwise pages go in id order. Pass ``next_cursor`` back with the
+        same filters.
+        """
+        params = _filter_fields(application, status, business_id_prefix, due_from, due_to)
+        params["limit"] = limit
         if cursor is not None:
             params["cursor"] = cursor
         return page_from_json(self._request("GET", "/v1/alarms", params=params))
@@ -235,19 +266,79 @@ class ClockClient:
         application: str | None = None,
         status: str | None = None,
         limit: int = 100,
+        *,
+        business_id_prefix: str | None = None,
+        due_from: int | datetime | None = None,
+        due_to: int | datetime | None = None,
     ) -> Iterator[Alarm]:
-        """Iterate over every matching alarm, fetching pages of ``limit`` lazily.
+        """Iterate over every matching alarm (filters as in ``list_page``), fetching pages of
+        ``limit`` lazily.
 
         ``limit`` is the page size, not a cap on the total. Alarms changed while the
         iteration runs may or may not show up (keyset pagination, no snapshot).
         """
         cursor: str | None = None
         while True:
-            page = self.list_page(application, status, limit, cursor)
+            page = self.list_page(
+                application,
+                status,
+                limit,
+                cursor,
+                business_id_prefix=business_id_prefix,
+                due_from=due_from,
+                due_to=due_to,
+            )
             yield from page.alarms
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
+
+    def redrive(
+        self,
+        application: str,
+        business_id: str,
+        *,
+        target_ring_at: int | datetime | None = None,
+        delay: float | timedelta | None = None,
+    ) -> Alarm:
+        """Make a dead or expired alarm pending again with a fresh retry budget, due now, at
+        ``target_ring_at`` or after ``delay``; returns it. Raises Conflict (with
+        ``.status``) for any other status, NotFound if unknown. A re-drive that landed but
+        whose answer was lost is sent again, and then answers Conflict with status
+        "pending": get() the alarm to tell."""
+        path = self._alarm_path(application, business_id) + "/redrive"
+        body = timing_fields(target_ring_at, delay)
+        return alarm_from_json(self._request("POST", path, json=body))
+
+    def redrive_where(
+        self,
+        application: str | None = None,
+        status: str | None = None,
+        *,
+        business_id_prefix: str | None = None,
+        due_from: int | datetime | None = None,
+        due_to: int | datetime | None = None,
+        target_ring_at: int | datetime | None = None,
+        delay: float | timedelta | None = None,
+    ) -> int:
+        """Re-drive every dead or expired alarm matching the filters (as in ``list_page``;
+        ``status`` dead or expired, or None for both), due now, at ``target_ring_at`` or
+        after ``delay``; returns how many. Needs an admin token."""
+        body = _filter_fields(application, status, business_id_prefix, due_from, due_to)
+        return self._bulk("/v1/alarms/redrive", body | timing_fields(target_ring_at, delay))
+
+    def cancel_where(
+        self,
+        application: str | None = None,
+        *,
+        business_id_prefix: str | None = None,
+        due_from: int | datetime | None = None,
+        due_to: int | datetime | None = None,
+    ) -> int:
+        """Cancel every pending alarm matching the filters (as in ``list_page``); returns
+        how many. Needs an admin token."""
+        body = _filter_fields(application, None, business_id_prefix, due_from, due_to)
+        return self._bulk("/v1/alarms/cancel", body)
 
     def applications(self) -> builtins.list[Application]:
         """Every application, by name, with its settings and live counts: the registered
@@ -300,6 +391,16 @@ class ClockClient:
 
     def _application_path(self, name: str) -> str:
         return f"/v1/applications/{_segment(name)}"
+
+    def _bulk(self, path: str, body: dict[str, Any]) -> int:
+        """Call a bulk action until it answers done (each call works for a bounded time
+        and a repeat goes on where it stopped); the total changed."""
+        changed = 0
+        while True:
+            answer = self._request("POST", path, json=body)
+            changed += int(answer["changed"])
+            if answer["done"]:
+                return changed
 
     def _alarm_path(self, application: str, business_id: str) -> str:
         return f"/v1/alarms/{_segment(application)}/{_segment(business_id)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections import Counter as Tally
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -35,6 +35,11 @@ _LATENESS_BUCKETS_S = (
     60.0,
 )
 
+# Confirm latency: a local broker confirms in about a millisecond, a busy one in seconds.
+_CONFIRM_BUCKETS_S = (0.0005, *_LATENESS_BUCKETS_S[:13])
+# A preload pass: one indexed claim statement, or one per application while sharing a backlog.
+_PRELOAD_BUCKETS_S = _LATENESS_BUCKETS_S[:13]
+
 
 EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -55,24 +60,57 @@ def forget_process(pid: int) -> None:
 
 
 class Metrics:
-    """Counters the engine and the API update; served at /metrics."""
+    """Counters the engine and the API update; served at /metrics.
+
+    The counters of what happened to alarms carry an `application` label. Application names
+    are validated (model.APPLICATION_PATTERN) and each one is a row of the registry, so there
+    are as many series as applications in the registry, not one per business id or alarm.
+    Code that counts many alarms at once groups them by application first (`count`): one
+    update per application, not one per alarm.
+    """
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.created = Counter("clock_alarms_created", "Alarms stored by the API", registry=r)
+        self.created = Counter(
+            "clock_alarms_created", "Alarms stored by the API", ["application"], registry=r
+        )
+        self.cancelled = Counter(
+            "clock_alarms_cancelled",
+            "Pending alarms cancelled (a repeated cancel does not count)",
+            ["application"],
+            registry=r,
+        )
+        self.redriven = Counter(
+            "clock_alarms_redriven",
+            "Dead or expired alarms made pending again",
+            ["application"],
+            registry=r,
+        )
         self.creates_rejected = Counter(
             "clock_creates_rejected",
             "Creates refused by an application's limits, or for an unregistered application",
             ["application", "code"],  # code: rate_limited, capacity_exceeded, unregistered
             registry=r,
         )
-        self.rung = Counter("clock_alarms_rung", "Alarms published and confirmed", registry=r)
+        self.rung = Counter(
+            "clock_alarms_rung", "Alarms published and confirmed", ["application"], registry=r
+        )
         self.publish_failures = Counter(
             "clock_publish_failures", "Publishes the broker did not confirm", registry=r
         )
-        self.expired = Counter("clock_alarms_expired", "Alarms past latest_ring_at", registry=r)
-        self.dead = Counter("clock_alarms_dead", "Alarms whose retries ran out", registry=r)
+        self.expired = Counter(
+            "clock_alarms_expired", "Alarms past latest_ring_at", ["application"], registry=r
+        )
+        self.dead = Counter(
+            "clock_alarms_dead", "Alarms whose retries ran out", ["application"], registry=r
+        )
+        self.dead_letters = Counter(
+            "clock_dead_letters_published",
+            "Dead alarms published to the dead-letter exchange and confirmed",
+            ["application"],
+            registry=r,
+        )
         self.purged = Counter(
             "clock_alarms_purged", "Finished alarms deleted once past their retention", registry=r
         )
@@ -151,6 +189,55 @@ class Metrics:
             buckets=_LATENESS_BUCKETS_S,
             registry=r,
         )
+        self.confirm_latency = Histogram(
+            "clock_publish_confirm_seconds",
+            "From handing a batch of messages to the broker to its last confirm, per batch",
+            buckets=_CONFIRM_BUCKETS_S,
+            registry=r,
+        )
+        self.preload_duration = Histogram(
+            "clock_preload_duration_seconds",
+            "How long one preload pass took (claiming included)",
+            buckets=_PRELOAD_BUCKETS_S,
+            registry=r,
+        )
+        self.pending = Gauge(
+            "clock_pending_alarms",
+            "Pending alarms per application, from the registry's live counts (set when "
+            "/metrics is scraped)",
+            ["application"],
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+        self._pending_applications: set[str] = set()
+
+    @staticmethod
+    def count(counter: Counter, applications: Iterable[str] | Mapping[str, int]) -> None:
+        """Add to `counter` one per item of `applications` (names, or name -> count): one
+        update per application."""
+        tally = applications if isinstance(applications, Mapping) else Tally(applications)
+        for application, count in tally.items():
+            if count:
+                counter.labels(application).inc(count)
+
+    def count_cancelled(self, application: str, count: int = 1) -> None:
+        """`count` pending alarms of `application` cancelled."""
+        if count:
+            self.cancelled.labels(application).inc(count)
+
+    def count_redriven(self, application: str, count: int) -> None:
+        """`count` alarms of `application` made pending again by a re-drive."""
+        if count:
+            self.redriven.labels(application).inc(count)
+
+    def set_pending(self, pending: Mapping[str, int]) -> None:
+        """Each application's pending alarms; an application this process showed before and
+        `pending` leaves out has none left."""
+        for application in self._pending_applications - pending.keys():
+            self.pending.labels(application).set(0)
+        for application, count in pending.items():
+            self.pending.labels(application).set(count)
+        self._pending_applications |= pending.keys()
 
     def observe_lateness(self, seconds: Sequence[float]) -> None:
         """Record a ring batch's lateness values: one update per bucket touched, not per alarm.

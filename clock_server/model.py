@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 PENDING = "pending"
@@ -49,6 +49,32 @@ class AlarmChanges:
     payload: str | None = None
     set_latest_ring_at: bool = False
     latest_ring_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmFilter:
+    """Which alarms a search or a bulk action covers; None matches anything. `due_from` and
+    `due_to` bound `next_try_time` (from inclusive, to exclusive): when a pending alarm is
+    next due, and when a finished one finished."""
+
+    application: str | None = None
+    status: str | None = None
+    business_id_prefix: str | None = None
+    due_from: int | None = None
+    due_to: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BulkOutcome:
+    """What a bulk action did: `changed` alarms in this call; `done` is False when it
+    stopped at its time budget with more to do (the same call again goes on)."""
+
+    changed: int
+    done: bool
+    per_application: dict[str, int] = field(default_factory=dict)  # of `changed`
+
+    def to_json(self) -> dict[str, Any]:
+        return {"changed": self.changed, "done": self.done}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +176,23 @@ class OutgoingMessage(NamedTuple):
     message_id: str
     application: str  # the routing key; also names the queue clock.<application>
     body: bytes  # JSON, UTF-8
+
+
+class DeadLetter(NamedTuple):
+    """An alarm that died, as the dead-letter exchange gets it: the alarm as it was when it
+    died, when (`died_at`, epoch ms), after how many attempts, and the last error.
+    `letter_id` orders the letters and names each one while it waits to be published."""
+
+    letter_id: int
+    alarm_id: int
+    application: str
+    business_id: str
+    payload: str
+    target_ring_at: int
+    latest_ring_at: int | None
+    died_at: int
+    attempts: int
+    error: str
 
 
 @dataclass(frozen=True, slots=True)

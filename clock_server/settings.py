@@ -15,6 +15,8 @@ from clock_server.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///clock.db"
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+# Settings whose empty value means something (off), rather than "the default".
+_EMPTY_MEANS_OFF = frozenset({"dead_letter_exchange"})
 
 
 def _default_instance_id() -> str:
@@ -36,6 +38,7 @@ class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     amqp_url: str = DEFAULT_AMQP_URL
     exchange: str = "clock"
+    dead_letter_exchange: str = "clock.dead"  # empty: dead alarms are not published
     queue_prefix: str = "clock."
     declare_queues: bool = True
     queue_type: str = "classic"
@@ -162,6 +165,12 @@ class Settings:
                 "CLOCK_PURGE_BATCH must be at most 1000: each batch is one short transaction",
                 field="purge_batch",
             )
+        if self.dead_letter_exchange and self.dead_letter_exchange == self.exchange:
+            raise ConfigError(
+                "CLOCK_DEAD_LETTER_EXCHANGE must differ from CLOCK_EXCHANGE (or be empty to "
+                "publish no dead letters): dead letters go to a topic exchange of their own",
+                field="dead_letter_exchange",
+            )
         if self.retry_cap_s < self.retry_base_s:
             raise ConfigError(
                 "CLOCK_RETRY_CAP_S must be >= CLOCK_RETRY_BASE_S", field="retry_cap_s"
@@ -189,7 +198,7 @@ class Settings:
             if not f.init:
                 continue
             raw = environ.get(f"CLOCK_{f.name.upper()}")
-            if raw is not None and raw != "":
+            if raw is not None and (raw != "" or f.name in _EMPTY_MEANS_OFF):
                 values[f.name] = _parse(f.name, f.type, raw)
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from clock_server.model import OutgoingMessage
+from clock_server.model import DeadLetter, OutgoingMessage
 
 
 class _Settled:
@@ -77,6 +77,31 @@ class InMemoryPublisher:
             return False
         self._published.append(message)
         return True
+
+
+class InMemoryDeadLetterPublisher:
+    """DeadLetterPublisher twin: keeps the letters it confirmed; while `healthy` is False, or
+    for the next `fail_next(n)` letters, it confirms nothing (and every later letter of the
+    batch fails too, as the AMQP publisher's blocking channel stops at the first failure)."""
+
+    def __init__(self) -> None:
+        self.healthy = True
+        self.published: list[DeadLetter] = []
+        self._failures_left = 0
+
+    def fail_next(self, count: int) -> None:
+        self._failures_left = count
+
+    def publish_dead(self, letters: Sequence[DeadLetter], timeout_s: float) -> list[bool]:
+        outcome: list[bool] = []
+        for letter in letters:
+            ok = self.healthy and self._failures_left == 0 and all(outcome)
+            if self._failures_left:
+                self._failures_left -= 1
+            if ok:
+                self.published.append(letter)
+            outcome.append(ok)
+        return outcome
 
 
 class SettableClock:

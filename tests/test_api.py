@@ -177,7 +177,7 @@ def test_retry_with_the_same_key_returns_200_and_the_stored_alarm_unchanged(api)
     assert again.get_json() == first
     assert api.notifier.due == [NOW + MINUTE]
     metrics = api.client.get("/metrics").get_data(as_text=True)
-    assert "clock_alarms_created_total 1.0" in metrics
+    assert 'clock_alarms_created_total{application="app"} 1.0' in metrics
 
 
 def test_concurrent_creates_are_written_together_and_each_gets_its_own_answer(
@@ -216,7 +216,7 @@ def test_concurrent_creates_are_written_together_and_each_gets_its_own_answer(
     assert len(api.store.list("app", None, 1000, None)) == 241  # 240 own keys and "shared"
     assert max(group_sizes, default=0) > 1, "no two creates were ever written together"
     metrics = api.client.get("/metrics").get_data(as_text=True)
-    assert "clock_alarms_created_total 241.0" in metrics
+    assert 'clock_alarms_created_total{application="app"} 241.0' in metrics
 
 
 def test_past_target_is_accepted_and_the_engine_is_told(api) -> None:
@@ -1016,7 +1016,9 @@ def test_list_bad_application_is_400(api) -> None:
 @pytest.mark.parametrize(
     "cursor",
     ["!!!", "zzzz", "%%%", b64("id:x"), b64("id:-1"), b64("id:"), b64("no:5"), b64("5"),
-     b64("id:1.5"), b64("id:²"), b64("id:" + "9" * 30), b64("id:" + "9" * 5000)],
+     b64("id:1.5"), b64("id:²"), b64("id:" + "9" * 30), b64("id:" + "9" * 5000),
+     b64("[-1]"), b64("[1.5]"), b64("[true]"), b64("[" + "9" * 30 + "]"), b64("[1,2]"),
+     b64('["x"]'), b64("[]"), b64("{}"), b64("[" * 5000), b64("[1e3]")],
 )  # fmt: skip
 def test_list_bad_cursor_is_400(api, cursor: str) -> None:
     response = api.client.get("/v1/alarms", query_string={"cursor": cursor})
@@ -1046,7 +1048,7 @@ def test_metrics(api) -> None:
     assert response.mimetype == "text/plain"
     text = response.get_data(as_text=True)
     assert "# TYPE clock_alarms_created_total counter" in text
-    assert "clock_alarms_created_total 1.0" in text
+    assert 'clock_alarms_created_total{application="app"} 1.0' in text
 
 
 # --- unknown routes and methods --------------------------------------------------------------
@@ -1138,6 +1140,9 @@ HOSTILE_URLS = [
     "/v1/alarms?cursor=" + b64("id:99999999999999999999999999"),
     "/v1/alarms?cursor=" + b64("id:9223372036854775808"), "/v1/alarms?cursor=%00",
     "/v1/alarms?cursor=%ff%fe", "/v1/alarms?application=%00", "/v1/alarms?application=a%0A",
+    "/v1/alarms?due_from=%00", "/v1/alarms?due_to=" + "9" * 5000, "/v1/alarms?due_from=1e3",
+    "/v1/alarms?business_id_prefix=x",
+    "/v1/alarms?application=a&business_id_prefix=" + "x" * 129,
     "/v1/alarms?status=%00", "/v1/alarms?status=pending%00",
     "/v1/alarms/%00/x", "/v1/alarms/app/%ff%fe", "/v1/alarms/app/x%00y", "/v1/alarms/%ff/x",
     "/v1/alarms/app/" + "x" * 5000, "/v1/alarms/" + "a" * 5000 + "/x",
@@ -1156,7 +1161,7 @@ def test_hostile_urls_are_4xx(api, url: str, method: str) -> None:
 
 def test_cursor_beyond_the_last_id_is_an_empty_page(api) -> None:
     create(api)
-    assert list_page(api, cursor=b64("id:9223372036854775807")) == {
+    assert list_page(api, cursor=b64("[9223372036854775807]")) == {
         "alarms": [],
         "next_cursor": None,
     }
@@ -1254,8 +1259,13 @@ def test_openapi_documents_every_route_the_app_serves(api) -> None:
         "/v1/alarms/batch",
         "/v1/alarms/{application}/{business_id}",
         "/v1/alarms/{application}/{business_id}/events",
+        "/v1/alarms/{application}/{business_id}/redrive",
+        "/v1/alarms/redrive",
+        "/v1/alarms/cancel",
         "/v1/applications",
         "/v1/applications/{application}",
+        "/v1/overview",
+        "/v1/whoami",
         "/healthz",
     }
     documented = {

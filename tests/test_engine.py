@@ -180,7 +180,7 @@ def test_failed_publishes_back_off_then_die(store, fake_clock, publisher, make_e
     assert [500 <= gaps[0] <= 1_000, 1_000 <= gaps[1] <= 2_000, 2_000 <= gaps[2] <= 4_000] == [
         True
     ] * 3
-    assert engine.metrics.dead._value.get() == 1
+    assert engine.metrics.dead.labels("app")._value.get() == 1
 
 
 def test_a_retry_succeeds_with_the_same_message_id(store, fake_clock, publisher, make_engine):
@@ -292,7 +292,7 @@ def _share_without_double_rings(engines, store, fake_clock, publisher) -> None:
         assert engine.ringer.close(Deadline(5)) == 0
     ids = published_ids(publisher)
     assert len(ids) == len(set(ids)) == 2_000
-    assert all(engine.metrics.rung._value.get() > 0 for engine in engines)
+    assert all(engine.metrics.rung.labels("app")._value.get() > 0 for engine in engines)
     assert store.list("app", "pending", 10, None) == []
 
 

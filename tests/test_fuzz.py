@@ -301,10 +301,15 @@ ONE = "/v1/alarms/{application}/{business_id}"
 _TEMPLATES = [
     (re.compile(r"/v1/alarms"), "/v1/alarms"),
     (re.compile(r"/v1/alarms/batch"), BATCH),
+    (re.compile(r"/v1/alarms/redrive"), "/v1/alarms/redrive"),
+    (re.compile(r"/v1/alarms/cancel"), "/v1/alarms/cancel"),
     (re.compile(r"/v1/alarms/[^/]+/.+/events", re.S), f"{ONE}/events"),
+    (re.compile(r"/v1/alarms/[^/]+/.+/redrive", re.S), f"{ONE}/redrive"),
     (re.compile(r"/v1/alarms/[^/]+/.+", re.S), ONE),
     (re.compile(r"/v1/applications"), "/v1/applications"),
     (re.compile(r"/v1/applications/[^/]+"), "/v1/applications/{application}"),
+    (re.compile(r"/v1/overview"), "/v1/overview"),
+    (re.compile(r"/v1/whoami"), "/v1/whoami"),
     (re.compile(r"/healthz"), "/healthz"),
 ]
 _JSON = st.recursive(
@@ -358,7 +363,13 @@ PATHS = st.one_of(
     _SEGMENT.map(lambda s: "/" + quote(s, safe="/")),
 )
 QUERIES = st.lists(
-    st.tuples(st.sampled_from(["application", "status", "limit", "cursor"]) | _SEGMENT, _SEGMENT),
+    st.tuples(
+        st.sampled_from(
+            ["application", "status", "limit", "cursor", "business_id_prefix", "due_from", "due_to"]
+        )
+        | _SEGMENT,
+        _SEGMENT,
+    ),
     max_size=4,
 ).map(urlencode)
 METHODS = st.sampled_from(["GET", "POST", "PATCH", "DELETE", "PUT", "HEAD", "OPTIONS"])

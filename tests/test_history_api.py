@@ -36,9 +36,9 @@ EVENTS = "/v1/alarms/{application}/{business_id}/events"
 class Harness:
     """The API with tokens, and an engine, on one store, publisher and fake clock."""
 
-    def __init__(self, store: AlarmStore, clock: SettableClock) -> None:
+    def __init__(self, store: AlarmStore, clock: SettableClock, tokens: str = TOKENS) -> None:
         self.publisher = InMemoryPublisher()
-        settings = Settings(tokens=TOKENS, retry_base_s=1, retry_cap_s=8, retry_max=3)
+        settings = Settings(tokens=tokens, retry_base_s=1, retry_cap_s=8, retry_max=3)
         services = Services(
             settings,
             store,
@@ -76,6 +76,11 @@ def harness(store: AlarmStore, fake_clock: SettableClock) -> Harness:
 
 @pytest.fixture
 def server(harness: Harness) -> Iterator[str]:
+    yield from serve(harness)
+
+
+def serve(harness: Harness) -> Iterator[str]:
+    """The harness's app on a real HTTP server, for the SDK: its base URL until closed."""
     httpd = make_server("127.0.0.1", 0, harness.app, threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

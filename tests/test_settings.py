@@ -79,3 +79,13 @@ def test_the_passwords_of_every_broker_node_are_masked():
     shown = str(settings.describe())
     assert "secret" not in shown
     assert "amqp://u:***@a:5672/%2F,amqp://u:***@b:5673/%2F" in shown
+
+
+def test_the_dead_letter_exchange_defaults_to_clock_dead_and_empty_turns_it_off():
+    assert Settings.from_env({}).dead_letter_exchange == "clock.dead"
+    assert Settings.from_env({"CLOCK_DEAD_LETTER_EXCHANGE": "ops.dead"}).dead_letter_exchange == (
+        "ops.dead"
+    )
+    assert Settings.from_env({"CLOCK_DEAD_LETTER_EXCHANGE": ""}).dead_letter_exchange == ""
+    with pytest.raises(ConfigError, match="CLOCK_DEAD_LETTER_EXCHANGE"):
+        Settings.from_env({"CLOCK_EXCHANGE": "x", "CLOCK_DEAD_LETTER_EXCHANGE": "x"})

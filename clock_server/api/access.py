@@ -20,6 +20,7 @@ from clock_server.model import ADMIN, ANONYMOUS
 log = logging.getLogger(__name__)
 
 _INVALID_TOKEN = 'Bearer realm="clock", error="invalid_token"'
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def authenticate() -> None:
@@ -42,6 +43,8 @@ def authenticate() -> None:
         _rejected("unknown token")
         raise Unauthorized("the bearer token is not valid", challenge=_INVALID_TOKEN)
     g.clock_grant = grant
+    if grant.read_only and request.method not in _READS:
+        raise Forbidden("this token may only read: it is configured with ':read'")
 
 
 def current_grant() -> Grant | None:
@@ -71,6 +74,19 @@ def actor(application: str) -> str:
     if grant is None:
         return ANONYMOUS
     return ADMIN if grant.is_admin else application
+
+
+def authorize_admin(doing: str) -> None:
+    """Raise Forbidden unless this request's token is an admin token (any request, when
+    authentication is off); `doing` says what needs it."""
+    grant = current_grant()
+    if grant is not None and not grant.is_admin:
+        raise Forbidden(f"only an admin token (one for '*') may {doing}")
+
+
+def admin_actor() -> str:
+    """Who an admin request acts as, for the history: "admin", or "anonymous" without tokens."""
+    return ANONYMOUS if current_grant() is None else ADMIN
 
 
 def authorize_listing(application: str | None) -> None:

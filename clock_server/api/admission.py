@@ -204,6 +204,7 @@ class Admission:
         finally:
             for application, reserved in admitted.reserved.items():
                 self.pending.settle(application, reserved, admitted.created[application])
+            self.metrics.count(self.metrics.created, admitted.created)
 
     def _decide(self, items: Sequence[NewAlarm], now_ms: int) -> Admitted:
         outcomes: list[Outcome | None] = [None] * len(items)

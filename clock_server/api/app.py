@@ -12,7 +12,10 @@ from werkzeug.routing import PathConverter
 from werkzeug.sansio.response import Response as BaseResponse
 
 from clock_server.api.access import authenticate
+from clock_server.api.action_routes import actions
 from clock_server.api.application_routes import applications
+from clock_server.api.console.overview_routes import overview
+from clock_server.api.console.pages import console
 from clock_server.api.http_errors import clock_error, http_error, unexpected_error
 from clock_server.api.routes import api
 from clock_server.api.services import Services
@@ -20,7 +23,8 @@ from clock_server.errors import ClockError
 
 
 def create_app(services: Services) -> Flask:
-    """A Flask app serving /v1, /healthz, /metrics and /openapi.json over `services`."""
+    """A Flask app serving /v1, /healthz, /metrics, /openapi.json and /console over
+    `services`."""
     app = Flask("clock_server")
     app.json = OrjsonProvider(app)
     app.extensions["clock"] = services
@@ -31,6 +35,9 @@ def create_app(services: Services) -> Flask:
     app.before_request(authenticate)  # 401 for /v1 without a valid token, when tokens are set
     app.register_blueprint(api)
     app.register_blueprint(applications)
+    app.register_blueprint(actions)
+    app.register_blueprint(overview)
+    app.register_blueprint(console)
     app.register_error_handler(ClockError, clock_error)
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, unexpected_error)

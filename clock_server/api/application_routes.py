@@ -12,10 +12,10 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from clock_server.api import application_validation, validation
-from clock_server.api.access import current_grant
+from clock_server.api.access import authorize_admin
 from clock_server.api.routes import services
 from clock_server.api.services import Services
-from clock_server.errors import Forbidden, PayloadTooLarge
+from clock_server.errors import PayloadTooLarge
 from clock_server.model import ApplicationCounts, ApplicationPolicy
 
 applications = Blueprint("applications", __name__)
@@ -74,9 +74,7 @@ def _admin() -> Services:
     """The services, once the caller is known to hold an admin token (any caller when
     authentication is off). Checked before anything else: a token of some applications
     learns nothing of the registry, not even whether a name is well-formed."""
-    grant = current_grant()
-    if grant is not None and not grant.is_admin:
-        raise Forbidden("only an admin token (one for '*') may read or change the applications")
+    authorize_admin("read or change the applications")
     return services()
 
 

@@ -1,5 +1,5 @@
-"""The health gauges of /metrics, measured when Prometheus scrapes: the broker as /healthz
-sees it, the database, and how many engines beat in clock_engine."""
+"""The gauges of /metrics measured when Prometheus scrapes: the broker as /healthz sees it,
+the database, how many engines beat in clock_engine, and each application's pending alarms."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from clock_server.model import EngineRecord
 
 
 def record_health(svc: Services) -> None:
-    """Set clock_broker_up, clock_database_up and clock_live_engines from `svc`."""
+    """Set clock_broker_up, clock_database_up, clock_live_engines and clock_pending_alarms
+    from `svc`."""
     metrics = svc.metrics
     if svc.publisher is None:
         metrics.broker_up.set(math.nan)
@@ -19,6 +20,7 @@ def record_health(svc: Services) -> None:
         metrics.broker_up.set(1 if svc.publisher.is_healthy() else 0)
     try:
         engines = svc.engines.live_engines()
+        pending = svc.applications.pending_counts()
     except Unavailable:
         metrics.database_up.set(0)
         metrics.live_engines.set(math.nan)
@@ -26,6 +28,7 @@ def record_health(svc: Services) -> None:
     metrics.database_up.set(1)
     silent_before_ms = svc.clock.now_ms() - int(svc.settings.engine_dead_after_s * 1000)
     metrics.live_engines.set(count_beating(engines, silent_before_ms))
+    metrics.set_pending(pending)
 
 
 def count_beating(engines: list[EngineRecord], silent_before_ms: int) -> int:

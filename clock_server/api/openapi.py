@@ -7,6 +7,7 @@ from typing import Any
 
 from clock_server import __version__
 from clock_server.api.application_validation import ApplicationSettings
+from clock_server.api.overview_openapi import overview_path
 from clock_server.api.validation import CreateAlarm, UpdateAlarm
 from clock_server.model import APPLICATION_PATTERN, EVENT_KINDS, STATUSES
 
@@ -156,7 +157,7 @@ def _errors(*codes: int) -> dict[str, Any]:
     reasons = {
         400: "invalid request",
         401: "no valid bearer token (only when the server has tokens configured)",
-        403: "the token does not cover this application",
+        403: "the token does not cover this application, or may only read (':read')",
         404: "no such alarm",
         409: "the alarm is not pending",
         413: "body or payload over the limit",
@@ -218,9 +219,140 @@ _LIST_PARAMS = [
         "in": "query",
         "schema": {"anyOf": [{"type": "string", "enum": list(STATUSES)}, _NO_FILTER]},
     },
+    {
+        "name": "business_id_prefix",
+        "in": "query",
+        "description": "keys starting with this (needs application); pages in business_id order",
+        "schema": {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 128}, _NO_FILTER]},
+    },
+    {
+        "name": "due_from",
+        "in": "query",
+        "description": "next_try_time at or after this epoch ms; pages in next_try_time order",
+        "schema": {"anyOf": [{"type": "integer", "minimum": 0}, _NO_FILTER]},
+    },
+    {
+        "name": "due_to",
+        "in": "query",
+        "description": "next_try_time before this epoch ms; pages in next_try_time order",
+        "schema": {"anyOf": [{"type": "integer", "minimum": 0}, _NO_FILTER]},
+    },
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}},
-    {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+    {
+        "name": "cursor",
+        "in": "query",
+        "description": "next_cursor of the page before, with the same filters",
+        "schema": {"type": "string"},
+    },
 ]
+
+_DUE_FIELDS = {
+    "target_ring_at": {"type": "integer", "minimum": 0, "description": "epoch ms"},
+    "delay_ms": {"type": "integer", "minimum": 0},
+}
+_FILTER_FIELDS = {
+    "application": {"type": "string", "pattern": APPLICATION_PATTERN},
+    "status": {"type": "string", "enum": list(STATUSES)},
+    "business_id_prefix": {"type": "string", "minLength": 1, "maxLength": 128},
+    "due_from": {"type": "integer", "minimum": 0},
+    "due_to": {"type": "integer", "minimum": 0},
+}
+_BULK_OUTCOME = {
+    "type": "object",
+    "required": ["changed", "done"],
+    "properties": {
+        "changed": {"type": "integer", "minimum": 0, "description": "alarms this call changed"},
+        "done": {
+            "type": "boolean",
+            "description": "false: the call stopped at its time budget; send it again to go on",
+        },
+    },
+}
+
+
+def _action_paths() -> dict[str, Any]:
+    """Re-drive, the bulk actions, and what the caller's token may do."""
+    bulk_errors = _errors(400, 401, 403, 503)
+    return {
+        "/v1/alarms/{application}/{business_id}/redrive": {
+            "parameters": _KEY_PARAMS,
+            "post": {
+                "summary": "Make a dead or expired alarm pending again, with a fresh retry "
+                "budget, due now or at the time given",
+                "requestBody": {
+                    "required": False,
+                    **_json(
+                        {"type": "object", "additionalProperties": False, "properties": _DUE_FIELDS}
+                    ),
+                },
+                "responses": {
+                    "200": _alarm_ok("the alarm, pending again"),
+                    **_errors(400, 401, 403, 404, 409, 503),
+                },
+            },
+        },
+        "/v1/alarms/redrive": {
+            "post": {
+                "summary": "Re-drive every dead or expired alarm matching a filter (admin)",
+                "requestBody": {
+                    "required": False,
+                    **_json(
+                        {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {**_FILTER_FIELDS, **_DUE_FIELDS},
+                        }
+                    ),
+                },
+                "responses": {"200": {"description": "how many", **_json(_BULK_OUTCOME)}}
+                | bulk_errors,
+            }
+        },
+        "/v1/alarms/cancel": {
+            "post": {
+                "summary": "Cancel every pending alarm matching a filter (admin)",
+                "requestBody": {
+                    "required": False,
+                    **_json(
+                        {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": _FILTER_FIELDS,
+                        }
+                    ),
+                },
+                "responses": {"200": {"description": "how many", **_json(_BULK_OUTCOME)}}
+                | bulk_errors,
+            }
+        },
+        "/v1/whoami": {
+            "get": {
+                "summary": "What the caller's token may do (never the token)",
+                "responses": {
+                    "200": {
+                        "description": "applications: '*' or a list; read_only: only reads",
+                        **_json(
+                            {
+                                "type": "object",
+                                "required": ["authenticated", "applications", "read_only"],
+                                "properties": {
+                                    "authenticated": {"type": "boolean"},
+                                    "applications": {
+                                        "anyOf": [
+                                            {"const": "*"},
+                                            {"type": "array", "items": {"type": "string"}},
+                                        ]
+                                    },
+                                    "read_only": {"type": "boolean"},
+                                },
+                            }
+                        ),
+                    },
+                    **_errors(401),
+                },
+            }
+        },
+    }
 
 
 _APPLICATION_PARAMS = [
@@ -361,7 +493,9 @@ def openapi_document() -> dict[str, Any]:
                 },
             },
             "get": {
-                "summary": "List alarms in id order, keyset-paginated",
+                "summary": "Search alarms, keyset-paginated: in business_id order with "
+                "business_id_prefix, in next_try_time order with due_from or due_to, else in "
+                "id order",
                 "parameters": _LIST_PARAMS,
                 "responses": {
                     "200": {
@@ -398,7 +532,7 @@ def openapi_document() -> dict[str, Any]:
                             }
                         ),
                     },
-                    **_errors(400, 401, 413, 503),
+                    **_errors(400, 401, 403, 413, 503),
                 },
             },
         },
@@ -511,6 +645,8 @@ def openapi_document() -> dict[str, Any]:
             }
         },
     }
+    paths.update(_action_paths())
+    paths["/v1/overview"] = overview_path(_admin_errors(401, 403, 503))
     return {
         "openapi": "3.1.0",
         "info": {

@@ -9,7 +9,7 @@ from urllib.parse import unquote
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from clock_server.api import validation
-from clock_server.api.access import actor, authorize, authorize_listing
+from clock_server.api.access import actor, authorize, authorize_listing, current_grant
 from clock_server.api.health_gauges import record_health
 from clock_server.api.http_errors import error_body, status_for
 from clock_server.api.openapi import openapi_document
@@ -18,6 +18,7 @@ from clock_server.errors import ClockError, PayloadTooLarge, Unavailable
 from clock_server.metrics import EXPOSITION_CONTENT_TYPE, exposition
 from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
+from clock_server.store.alarm_search import order_of, position
 
 api = Blueprint("api", __name__)
 
@@ -29,7 +30,7 @@ def services() -> Services:
 @api.post("/v1/alarms")
 def create_alarm() -> tuple[Response, int]:
     svc = services()
-    data = _json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
+    data = json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
     new = _as_caller(validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes))
     with svc.admission.admit([new], now_ms) as admitted:
@@ -41,15 +42,14 @@ def create_alarm() -> tuple[Response, int]:
         alarm, created = svc.single_creates.submit((outcome, now_ms))
         admitted.record(alarm.application, created)
     if created:
-        svc.metrics.created.inc()
-        _notify(svc, alarm)
+        notify(svc, alarm.next_try_time)
     return jsonify(alarm.to_json()), 201 if created else 200
 
 
 @api.post("/v1/alarms/batch")
 def create_alarms() -> tuple[Response, int]:
     svc = services()
-    data = _json_body(svc.settings.batch_max_bytes, "CLOCK_BATCH_MAX_BYTES")
+    data = json_body(svc.settings.batch_max_bytes, "CLOCK_BATCH_MAX_BYTES")
     items = validation.batch_items(data, svc.settings.batch_max_items)
     now_ms = svc.clock.now_ms()
     results: list[dict[str, Any] | None] = []
@@ -62,7 +62,6 @@ def create_alarms() -> tuple[Response, int]:
         except ClockError as error:
             results.append({"status": status_for(error), **error_body(error)})
     earliest: int | None = None
-    created_count = 0
     with svc.admission.admit(valid, now_ms) as admitted:
         writes = [outcome for outcome in admitted.outcomes if isinstance(outcome, NewAlarm)]
         stored = iter(svc.store.create_many(writes, now_ms) if writes else [])
@@ -78,11 +77,9 @@ def create_alarms() -> tuple[Response, int]:
             admitted.record(alarm.application, created)
             results[index] = {"status": 201 if created else 200, "alarm": alarm.to_json()}
             if created:
-                created_count += 1
                 earliest = (
                     alarm.next_try_time if earliest is None else min(earliest, alarm.next_try_time)
                 )
-    svc.metrics.created.inc(created_count)
     if earliest is not None and svc.engine is not None:
         svc.engine.notify_due(earliest)
     return jsonify({"results": results}), 200
@@ -90,29 +87,33 @@ def create_alarms() -> tuple[Response, int]:
 
 @api.get("/v1/alarms/<application>/<path:business_id>")
 def get_alarm(application: str, business_id: str) -> Response:
-    _check_key(application, business_id)
+    check_key(application, business_id)
     return jsonify(services().store.get(application, business_id).to_json())
 
 
 @api.patch("/v1/alarms/<application>/<path:business_id>")
 def update_alarm(application: str, business_id: str) -> Response:
     svc = services()
-    _check_key(application, business_id)
-    data = _json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
+    check_key(application, business_id)
+    data = json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
     changes = validation.alarm_changes(data, now_ms, svc.settings.payload_max_bytes)
     alarm = svc.store.update(application, business_id, changes, now_ms, actor=actor(application))
     if changes.target_ring_at is not None:
-        _notify(svc, alarm)
+        notify(svc, alarm.next_try_time)
     return jsonify(alarm.to_json())
 
 
 @api.delete("/v1/alarms/<application>/<path:business_id>")
 def cancel_alarm(application: str, business_id: str) -> Response:
     svc = services()
-    _check_key(application, business_id)
+    check_key(application, business_id)
     now_ms = svc.clock.now_ms()
-    alarm = svc.store.cancel(application, business_id, now_ms, actor=actor(application))
+    alarm, changed = svc.store.cancel_telling(
+        application, business_id, now_ms, actor=actor(application)
+    )
+    if changed:
+        svc.metrics.count_cancelled(application)
     return jsonify(alarm.to_json())
 
 
@@ -120,7 +121,7 @@ def cancel_alarm(application: str, business_id: str) -> Response:
 def alarm_events(application: str, business_id: str) -> Response:
     if not _names_the_events():
         return get_alarm(application, f"{business_id}/events")
-    _check_key(application, business_id)
+    check_key(application, business_id)
     events = services().history.events(application, business_id)
     return jsonify({"events": [event.to_json() for event in events]})
 
@@ -128,13 +129,24 @@ def alarm_events(application: str, business_id: str) -> Response:
 @api.get("/v1/alarms")
 def list_alarms() -> Response:
     svc = services()
-    application, status, limit, after_id = validation.list_query(
-        request.args.to_dict(), svc.settings.list_max_limit
-    )
-    authorize_listing(application)
-    alarms = svc.store.list(application, status, limit, after_id)
-    cursor = validation.encode_cursor(alarms[-1].id) if len(alarms) == limit else None
+    where, limit, after = validation.list_query(request.args.to_dict(), svc.settings.list_max_limit)
+    authorize_listing(where.application)
+    alarms = svc.store.search(where, limit, after)
+    cursor = None
+    if len(alarms) == limit:
+        cursor = validation.encode_cursor(position(order_of(where), alarms[-1]))
     return jsonify({"alarms": [a.to_json() for a in alarms], "next_cursor": cursor})
+
+
+@api.get("/v1/whoami")
+def whoami() -> Response:
+    """What this request's token may do, so that a client (the console) can tell before it
+    tries; never the token itself."""
+    grant = current_grant()
+    if grant is None:
+        return jsonify({"authenticated": False, "applications": "*", "read_only": False})
+    apps = "*" if grant.applications is None else sorted(grant.applications)
+    return jsonify({"authenticated": True, "applications": apps, "read_only": grant.read_only})
 
 
 @api.get("/healthz")
@@ -170,7 +182,7 @@ def max_body_bytes(settings: Settings) -> int:
     return max(settings.batch_max_bytes, settings.single_body_max_bytes)
 
 
-def _json_body(max_bytes: int, limit_name: str) -> dict[str, Any]:
+def json_body(max_bytes: int, limit_name: str) -> dict[str, Any]:
     """The body as JSON, read only when it is within `max_bytes` (what one request may make
     this process hold); a longer one is a 413 that names the limit."""
     length = request.content_length
@@ -182,7 +194,7 @@ def _json_body(max_bytes: int, limit_name: str) -> dict[str, Any]:
     return validation.parse_json(request.get_data(cache=False))
 
 
-def _check_key(application: str, business_id: str) -> None:
+def check_key(application: str, business_id: str) -> None:
     """400 for a malformed key, then 403 for an application the token does not cover."""
     validation.check_application(application)
     validation.check_business_id(business_id)
@@ -206,6 +218,7 @@ def _names_the_events() -> bool:
     return unquote(last) == "events"
 
 
-def _notify(svc: Services, alarm: Alarm) -> None:
+def notify(svc: Services, due_ms: int) -> None:
+    """Tell this process's engine, if it runs one, of an alarm due at `due_ms`."""
     if svc.engine is not None:
-        svc.engine.notify_due(alarm.next_try_time)
+        svc.engine.notify_due(due_ms)

@@ -16,6 +16,7 @@ from clock_server.store.applications import CachedPolicies, SqlApplicationRegist
 from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.group_commit import GroupCommit
 from clock_server.store.history import AlarmHistory
+from clock_server.store.interventions import AlarmInterventions
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.timesource import Clock
 
@@ -45,6 +46,7 @@ class Services:
     tokens: TokenTable = field(default_factory=TokenTable)  # empty: authentication is off
     single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
     history: AlarmHistory = field(init=False)  # each alarm's events
+    interventions: AlarmInterventions = field(init=False)  # re-drive, bulk actions
     applications: SqlApplicationRegistry = field(init=False)
     policies: CachedPolicies = field(init=False)  # the registry as of a few seconds ago
     limiter: SharedRateLimiter = field(init=False)  # creation rates, service-wide
@@ -53,6 +55,7 @@ class Services:
 
     def __post_init__(self) -> None:
         self.history = AlarmHistory(self.store)
+        self.interventions = AlarmInterventions(self.store)
         self.applications = SqlApplicationRegistry(self.store)
         self.engines = SqlEngineRegistry(self.store)
         self.policies = CachedPolicies(

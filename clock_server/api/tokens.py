@@ -6,6 +6,7 @@ starting with ``#`` are skipped)::
 
     <token>=<application>[,<application>...]     the token may use these applications
     <token>=*                                    the token may use every application (admin)
+    <token>=*:read  or  <token>=<app>[,...]:read  the same, but only to read: every write is 403
 
 A token is 16 to 256 characters of ``A-Z a-z 0-9 - . _ ~ + /`` with optional trailing ``=``
 (RFC 6750's b64token), so ``secrets.token_urlsafe(32)`` makes a good one. Error messages
@@ -26,6 +27,7 @@ from clock_server.errors import ConfigError
 from clock_server.model import APPLICATION_CHARS, is_application_name
 
 ALL_APPLICATIONS = "*"
+READ_ONLY = "read"
 MIN_TOKEN_CHARS = 16
 _TOKEN_RE = re.compile(rf"[A-Za-z0-9._~+/-]{{{MIN_TOKEN_CHARS},256}}=*")
 
@@ -36,6 +38,7 @@ class Grant:
 
     label: str
     applications: frozenset[str] | None  # None: every application
+    read_only: bool = False  # reads only: every other method is refused
 
     @property
     def is_admin(self) -> bool:
@@ -115,6 +118,14 @@ def parse_tokens(text: str, setting: str) -> TokenTable:
 def _parse_entry(entry: str, label: str, field_name: str) -> tuple[bytes, Grant]:
     token, sep, apps = entry.rpartition("=")  # applications never hold "=", tokens may end in it
     token, apps = token.strip(), apps.strip()
+    apps, colon, role = apps.partition(":")
+    apps, role = apps.strip(), role.strip()
+    if colon and role != READ_ONLY:
+        raise ConfigError(
+            f"{label}: {role!r} is not a role; the only one is {READ_ONLY!r} (<token>=*:read)",
+            field=field_name,
+        )
+    read_only = bool(colon)
     if not sep or not token:
         raise ConfigError(
             f"{label}: expected <token>=<app>[,<app>...] or <token>=*", field=field_name
@@ -126,7 +137,7 @@ def _parse_entry(entry: str, label: str, field_name: str) -> tuple[bytes, Grant]
             field=field_name,
         )
     if apps == ALL_APPLICATIONS:
-        return _digest(token), Grant(label, None)
+        return _digest(token), Grant(label, None, read_only)
     names = [name.strip() for name in apps.split(",")]
     for name in names:
         if name == ALL_APPLICATIONS:
@@ -137,7 +148,7 @@ def _parse_entry(entry: str, label: str, field_name: str) -> tuple[bytes, Grant]
                 f"{APPLICATION_CHARS})",
                 field=field_name,
             )
-    return _digest(token), Grant(label, frozenset(names))
+    return _digest(token), Grant(label, frozenset(names), read_only)
 
 
 def _digest(token: str) -> bytes:

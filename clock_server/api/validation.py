@@ -18,9 +18,11 @@ from clock_server.model import (
     MAX_EPOCH_MS,
     STATUSES,
     AlarmChanges,
+    AlarmFilter,
     NewAlarm,
     is_application_name,
 )
+from clock_server.store.alarm_search import BY_DUE, BY_KEY, order_of
 
 
 def _utf8(value: str) -> str:
@@ -149,23 +151,89 @@ def batch_items(data: dict[str, Any], max_items: int) -> list[Any]:
     return body.alarms
 
 
+class Redrive(_Body):
+    """POST .../redrive: when the alarm is due again; now when neither is given."""
+
+    target_ring_at: EpochMs | None = None
+    delay_ms: DelayMs | None = None
+
+
+class _Filter(_Body):
+    application: Application | None = None
+    status: str | None = None
+    business_id_prefix: BusinessId | None = None
+    due_from: EpochMs | None = None
+    due_to: EpochMs | None = None
+
+
+class BulkRedrive(_Filter):
+    """POST /v1/alarms/redrive: the filter, and when the alarms are due again (default now)."""
+
+    target_ring_at: EpochMs | None = None
+    delay_ms: DelayMs | None = None
+
+
+class BulkCancel(_Filter):
+    """POST /v1/alarms/cancel: the filter."""
+
+
+def redrive_due(data: dict[str, Any], now_ms: int) -> int:
+    """When a re-driven alarm is due: target_ring_at, now + delay_ms, or now."""
+    body = _validate(Redrive, data, None)
+    return _one_target(body.target_ring_at, body.delay_ms, now_ms, required=False) or now_ms
+
+
+def bulk_redrive(data: dict[str, Any], now_ms: int) -> tuple[AlarmFilter, int]:
+    """The filter of a bulk re-drive and when its alarms are due again."""
+    body = _validate(BulkRedrive, data, None)
+    due = _one_target(body.target_ring_at, body.delay_ms, now_ms, required=False)
+    return _alarm_filter(body), now_ms if due is None else due
+
+
+def bulk_cancel(data: dict[str, Any]) -> AlarmFilter:
+    return _alarm_filter(_validate(BulkCancel, data, None))
+
+
 def list_query(
     args: dict[str, str], max_limit: int
-) -> tuple[str | None, str | None, int, int | None]:
-    """(application, status, limit, after_id) from the query string of GET /v1/alarms."""
-    application = args.get("application") or None
-    if application is not None:
-        check_application(application)
-    status = args.get("status") or None
-    if status is not None and status not in STATUSES:
-        raise ValidationError(f"status must be one of {', '.join(STATUSES)}", field="status")
-    raw_limit = args.get("limit", "100")
-    # isdigit() alone lets through "²" and 5000-digit strings, on which int() raises
-    digits = raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 9
-    if not digits or not 1 <= int(raw_limit) <= max_limit:
-        raise ValidationError(f"limit must be a whole number from 1 to {max_limit}", field="limit")
+) -> tuple[AlarmFilter, int, tuple[Any, ...] | None]:
+    """(filter, limit, position after) from the query string of GET /v1/alarms; an empty
+    value is no filter."""
+    known = ("application", "status", "business_id_prefix", "due_from", "due_to")
+    fields: dict[str, Any] = {}
+    for name in known:
+        value = args.get(name) or None
+        if value is not None and name.startswith("due_"):
+            fields[name] = _whole_number(name, value, MAX_EPOCH_MS)
+        elif value is not None:
+            fields[name] = value
+    where = _alarm_filter(_validate(_Filter, fields, None))
+    limit = _whole_number("limit", args.get("limit", "100"), max_limit, least=1)
     cursor = args.get("cursor") or None
-    return application, status, int(raw_limit), decode_cursor(cursor) if cursor else None
+    return where, limit, decode_cursor(cursor, order_of(where)) if cursor else None
+
+
+def _alarm_filter(body: _Filter) -> AlarmFilter:
+    if body.status is not None and body.status not in STATUSES:
+        raise ValidationError(f"status must be one of {', '.join(STATUSES)}", field="status")
+    if body.business_id_prefix is not None and body.application is None:
+        raise ValidationError(
+            "business_id_prefix needs application: keys are searched within one application",
+            field="business_id_prefix",
+        )
+    if body.due_from is not None and body.due_to is not None and body.due_to < body.due_from:
+        raise ValidationError("due_to must not be before due_from", field="due_to")
+    return AlarmFilter(
+        body.application, body.status, body.business_id_prefix, body.due_from, body.due_to
+    )
+
+
+def _whole_number(name: str, raw: str, most: int, least: int = 0) -> int:
+    # isdigit() alone lets through "²" and 5000-digit strings, on which int() raises
+    digits = raw.isascii() and raw.isdigit() and len(raw) <= len(str(most))
+    if not digits or not least <= int(raw) <= most:
+        raise ValidationError(f"{name} must be a whole number from {least} to {most}", field=name)
+    return int(raw)
 
 
 def check_application(application: str) -> None:
@@ -180,19 +248,31 @@ def check_business_id(business_id: str) -> None:
         raise ValidationError("business_id must be 1 to 128 characters", field="business_id")
 
 
-def encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
+def encode_cursor(position: tuple[Any, ...]) -> str:
+    """An opaque cursor for the page position `position` (store.alarm_search.position)."""
+    text = json.dumps(list(position), ensure_ascii=False, separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> int:
+def decode_cursor(cursor: str, order: str) -> tuple[Any, ...]:
+    """The position of a cursor handed out by a search in `order`; 400 for any other."""
     try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        prefix, _, value = text.partition(":")
-        if prefix == "id" and value.isascii() and value.isdigit() and int(value) < 2**63:
-            return int(value)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        pass
-    raise ValidationError("cursor is not one this server handed out", field="cursor")
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        value = json.loads(raw)
+    except (binascii.Error, UnicodeDecodeError, ValueError, RecursionError):
+        value = None
+    if isinstance(value, list) and _is_position(order, value):
+        return tuple(value)
+    raise ValidationError(
+        "cursor is not one this server handed out for these filters", field="cursor"
+    )
+
+
+def _is_position(order: str, value: list[Any]) -> bool:
+    if order == BY_KEY:
+        return len(value) == 1 and isinstance(value[0], str) and 0 < len(value[0]) <= 128
+    width = 2 if order == BY_DUE else 1
+    return len(value) == width and all(type(part) is int and 0 <= part < 2**63 for part in value)
 
 
 def _one_target(target: int | None, delay: int | None, now_ms: int, required: bool) -> int | None:

@@ -40,6 +40,9 @@ class _PendingAmqpBatch:
             log.warning("%d messages not confirmed within %.1f s", missing, timeout_s,
                         extra={"action": "publish_unconfirmed"})  # fmt: skip
         self._publisher._forget(batch)
+        observe = self._publisher.observe_confirm
+        if observe is not None and (seconds := batch.confirm_seconds()) is not None:
+            observe(seconds)
         return batch.outcome()
 
 
@@ -51,6 +54,8 @@ class AmqpPublisher:
     name several nodes of one cluster, comma-separated: a connection that fails or is lost is
     tried again on the next node. ``queue_type`` is the type of the queues it declares,
     ``classic`` or ``quorum``; ``name`` names the connection in the broker's management UI.
+    ``observe_confirm`` is given, for each batch the broker confirmed entirely, the seconds
+    from sending it to its last confirm.
     """
 
     def __init__(
@@ -62,8 +67,10 @@ class AmqpPublisher:
         connect_timeout_s: float = 5.0,
         queue_type: str = "classic",
         name: str = "clock-publisher",
+        observe_confirm: Callable[[float], None] | None = None,
     ) -> None:
         self._name = name
+        self.observe_confirm = observe_confirm
         self._urls = [part.strip() for part in url.split(",") if part.strip()]
         self._queue_arguments = {"x-queue-type": queue_type} if queue_type != "classic" else None
         self._exchange = exchange

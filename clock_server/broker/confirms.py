@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from typing import Any
 
 from clock_server.model import OutgoingMessage
@@ -18,6 +19,15 @@ class Batch:
         self._results: list[bool | None] = [None] * len(messages)
         self._unresolved = len(messages)
         self._lock = threading.Lock()
+        self.sent_at: float | None = None  # time.monotonic() when it went out
+        self.settled_at: float | None = None  # and when its last confirm came
+
+    def confirm_seconds(self) -> float | None:
+        """From sending the batch to its last confirm; None unless every message of it was
+        sent and confirmed."""
+        if self.sent_at is None or self.settled_at is None:
+            return None
+        return self.settled_at - self.sent_at
 
     def resolve(self, start: int, stop: int, ok: bool, returned: set[str]) -> None:
         """Settle messages start..stop-1 (those not settled yet); a message whose id is in
@@ -33,6 +43,7 @@ class Batch:
                         results[index] = ok and not came_back
                         self._unresolved -= 1
             if open_ and self._unresolved == 0:
+                self.settled_at = time.monotonic()
                 self.done.set()
 
     def finish(self) -> int:
@@ -68,6 +79,7 @@ class ConfirmTracker:
 
     def sent(self, batch: Batch) -> None:
         """`batch`'s messages went out, in order, as the next delivery tags."""
+        batch.sent_at = time.monotonic()
         self._unconfirmed.append([self._next_tag, batch, 0])
         self._next_tag += len(batch.messages)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from clock_server.model import OutgoingMessage
+from clock_server.model import DeadLetter, OutgoingMessage
 
 
 class PendingBatch(Protocol):
@@ -40,4 +40,14 @@ class Publisher(Protocol):
 
     def close(self, timeout_s: float) -> None:
         """Fail what is still in flight and close the connection, within `timeout_s`."""
+        ...
+
+
+class DeadLetterPublisher(Protocol):
+    """Publishes dead alarms to the dead-letter exchange, routed by application."""
+
+    def publish_dead(self, letters: Sequence[DeadLetter], timeout_s: float) -> list[bool]:
+        """Publish each letter, persistent, with confirms; one flag per letter, in order: True
+        only when the broker confirmed it. A broker that is down, a nack or no confirm within
+        about `timeout_s` gives False; the call never raises for broker trouble."""
         ...

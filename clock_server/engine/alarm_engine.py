@@ -7,6 +7,7 @@ import logging
 from clock_server.broker.publisher import Publisher
 from clock_server.deadline import Deadline
 from clock_server.engine.backoff import RetryPolicy
+from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.liveness import Liveness
@@ -53,10 +54,12 @@ class AlarmEngine:
         policies: ApplicationPolicies | None = None,
         limiter: RateLimiter | None = None,
         express_publisher: Publisher | None = None,
+        dead_letters: DeadLetterRelay | None = None,
     ) -> None:
         """Without `policies` and `limiter` no application has delivery limits or retry
         policies of its own; without `express_publisher` the express ring lane publishes
-        on `publisher` too."""
+        on `publisher` too; with `dead_letters`, a loop of its own runs the dead-letter
+        relay, woken whenever a ring batch has marked alarms dead."""
         self.settings = settings
         self.clock = clock
         self.metrics = metrics
@@ -66,6 +69,8 @@ class AlarmEngine:
         self.preload_waker = Waker(clock)
         self.ring_waker = Waker(clock)
         self.liveness_waker = Waker(clock)
+        self.dead_letter_waker = Waker(clock)
+        self.dead_letters = dead_letters
         self.liveness = Liveness(
             registry,
             claims,
@@ -114,6 +119,7 @@ class AlarmEngine:
             gate=gate,
             express_publisher=express_publisher,
             hold_in_heap_ms=settings.preload_window_ms,
+            on_dead=self.dead_letter_waker.wake if dead_letters is not None else None,
         )
         self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)
         self._ring_loop = StepLoop("clock-ring", self.ringer.run_once, self.ring_waker)
@@ -123,6 +129,11 @@ class AlarmEngine:
             self.liveness_waker,
             error_pause_s=settings.heartbeat_s,
         )
+        self._loops = [self._preload_loop, self._ring_loop, self._liveness_loop]
+        if dead_letters is not None:
+            self._loops.append(
+                StepLoop("clock-dead-letters", dead_letters.run_once, self.dead_letter_waker)
+            )
         self._started = False
         self._gave_back = False
         self._wake_horizon_ms = wake_horizon_ms(settings)
@@ -138,9 +149,8 @@ class AlarmEngine:
                 error,
                 extra={"action": "connect_failed"},
             )
-        self._liveness_loop.start()
-        self._ring_loop.start()
-        self._preload_loop.start()
+        for loop in reversed(self._loops):
+            loop.start()
         self._started = True
         log.info("engine %s started", self.settings.instance_id, extra={"action": "engine_started"})
 
@@ -162,10 +172,9 @@ class AlarmEngine:
         if not self._started:
             return
         self._started = False
-        loops = (self._preload_loop, self._ring_loop, self._liveness_loop)
-        for loop in loops:
+        for loop in self._loops:
             loop.stop()
-        for loop in loops:
+        for loop in self._loops:
             if not loop.join(deadline.remaining_s()):
                 log.error(
                     "%s did not stop in time", loop.name, extra={"action": "engine_stop_late"}

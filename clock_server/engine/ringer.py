@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
@@ -38,9 +39,10 @@ _LEAD_SLACK_MS = 50
 class _Recorded(NamedTuple):
     """How many of a batch's alarms each outcome got, for the metrics and the log."""
 
-    rung: int
+    rung: Counter[str]  # by application
     retried: int
     dead_ids: list[int]
+    dead: Counter[str]  # by application
 
 
 class Ringer:
@@ -62,6 +64,9 @@ class Ringer:
     the lock's round trip is not part of the lateness. While locking takes longer than that
     (a database busy with other work, threads woken late on a busy machine), the lead grows to
     cover it, up to ``lead_max_ms`` (`LockLead`). A cancel may wait that much longer.
+
+    ``on_dead`` is called once a batch that marked alarms dead has committed (to wake the
+    dead-letter relay).
     """
 
     def __init__(
@@ -83,6 +88,7 @@ class Ringer:
         hold_in_heap_ms: int = 10_000,
         few_due: int = 50,
         express_publisher: Publisher | None = None,
+        on_dead: Callable[[], None] | None = None,
     ) -> None:
         self.claims = claims
         self.heap = heap
@@ -97,6 +103,7 @@ class Ringer:
         self.hold_in_heap_ms = hold_in_heap_ms
         self.few_due = few_due
         self.express_publisher = express_publisher or publisher
+        self.on_dead = on_dead
         self.lead = LockLead(lead_ms, lead_max_ms)
         metrics.ring_lead_ms.set(self.lead.ms)
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
@@ -242,7 +249,7 @@ class Ringer:
         publisher = self.express_publisher if express else self.publisher
         try:
             with self.claims.ring_transaction() as tx:
-                self._ring_locked(tx, due, since_ms, publisher)
+                died = self._ring_locked(tx, due, since_ms, publisher)
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -253,10 +260,13 @@ class Ringer:
             self.heap.push_many(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
             return
         self.metrics.heap_size.set(len(self.heap))
+        if died and self.on_dead is not None:
+            self.on_dead()
 
     def _ring_locked(
         self, tx: RingTransaction, due: list[Claim], since_ms: int, publisher: Publisher
-    ) -> None:
+    ) -> int:
+        """Lock, publish and record `due`; returns how many alarms died."""
         live = tx.lock_live(due)
         lead_before = self.lead.ms
         lead_ms = self.lead.observe(self.clock.now_ms() - since_ms)
@@ -266,6 +276,7 @@ class Ringer:
         rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due)
         sent: list[tuple[list[RingRow], int, PendingBatch]] = []
         expired: list[int] = []
+        expired_of: list[str] = []  # their applications
         index = 0
         while index < len(rows):
             now_ms = self.clock.now_ms()
@@ -280,6 +291,7 @@ class Ringer:
                 r.id for r in group if r.latest_ring_at is not None and r.latest_ring_at < now_ms
             }
             expired += sorted(late)
+            expired_of += [r.application for r in group if r.id in late]
             ready = _interleaved([r for r in group if r.id not in late])
             if ready:
                 pending = publisher.start_batch([_message(row, now_ms) for row in ready])
@@ -289,7 +301,9 @@ class Ringer:
             (ready, published_at, pending.wait(self.publish_timeout_s))
             for ready, published_at, pending in sent
         ]
-        self._count(self._record(tx, confirmed, due_at), len(expired))
+        recorded = self._record(tx, confirmed, due_at)
+        self._count(recorded, expired_of)
+        return len(recorded.dead_ids)
 
     def _keep_close(
         self, rows: list[RingRow], due_at: dict[int, int], due: list[Claim]
@@ -313,7 +327,9 @@ class Ringer:
         """Each publish group's rows, when it was published and what the broker said of each."""
         now_ms = self.clock.now_ms()
         rung: list[tuple[int, int]] = []
+        rung_of: list[str] = []  # their applications
         dead: list[int] = []
+        dead_of: list[str] = []
         retries: list[tuple[int, int]] = []
         lateness_s: list[float] = []
         retries_of: dict[str, RetryPolicy] = {}  # one registry lookup per application
@@ -321,6 +337,7 @@ class Ringer:
             for row, ok in zip(ready, flags, strict=True):
                 if ok:
                     rung.append((row.id, published_at))
+                    rung_of.append(row.application)
                     lateness_s.append(self._lateness_ms(row, published_at, due_at) / 1000)
                     continue
                 retry = retries_of.get(row.application)
@@ -328,6 +345,7 @@ class Ringer:
                     retry = retries_of[row.application] = self._retry_for(row.application)
                 if retry.gives_up(row.retry_times + 1):
                     dead.append(row.id)
+                    dead_of.append(row.application)
                 else:
                     retries.append((row.id, now_ms + retry.delay_ms(row.retry_times + 1)))
         self.metrics.observe_lateness(lateness_s)
@@ -336,7 +354,7 @@ class Ringer:
             error = NOT_CONFIRMED if self.publisher.is_healthy() else PUBLISHER_UNAVAILABLE
             tx.mark_dead(dead, now_ms, error)
             tx.schedule_retries(retries, now_ms, error)
-        return _Recorded(len(rung), len(retries), dead)
+        return _Recorded(Counter(rung_of), len(retries), dead, Counter(dead_of))
 
     def _retry_for(self, application: str) -> RetryPolicy:
         return self.gate.retry_for(application) if self.gate is not None else self.retry
@@ -351,12 +369,14 @@ class Ringer:
                 return max(published_at - max(due_at[row.id], row.target_ring_at), 0)
         return max(published_at - row.target_ring_at, 0)
 
-    def _count(self, recorded: _Recorded, expired: int) -> None:
+    def _count(self, recorded: _Recorded, expired_of: list[str]) -> None:
         dead = len(recorded.dead_ids)
-        self.metrics.rung.inc(recorded.rung)
-        self.metrics.publish_failures.inc(recorded.retried + dead)
-        self.metrics.expired.inc(expired)
-        self.metrics.dead.inc(dead)
+        metrics = self.metrics
+        metrics.count(metrics.rung, recorded.rung)
+        if recorded.retried or dead:
+            metrics.publish_failures.inc(recorded.retried + dead)
+        metrics.count(metrics.expired, expired_of)
+        metrics.count(metrics.dead, recorded.dead)
         if recorded.retried or dead:
             log.warning(
                 "publish failed for %d alarms: %d will retry, %d are dead",
@@ -367,9 +387,11 @@ class Ringer:
             )
         if dead:
             log.error(
-                "alarms dead after their last retry: %s",
+                "%d alarms dead after their last retry (by application: %s): %s",
+                dead,
+                dict(recorded.dead),
                 recorded.dead_ids[:20],
-                extra={"action": "alarm_dead"},
+                extra={"action": "alarm_dead", "dead": dead},
             )
 
 

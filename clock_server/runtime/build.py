@@ -10,8 +10,10 @@ from clock_server.api import Services, create_app
 from clock_server.api.services import DueNotifier, HealthSource
 from clock_server.api.tokens import TokenTable, load_tokens
 from clock_server.broker.amqp_publisher import AmqpPublisher
+from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
 from clock_server.deadline import Deadline
 from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.maintenance import Maintenance, RetentionPurge
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
@@ -20,6 +22,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import make_engine
+from clock_server.store.dead_letters import SqlDeadLetterOutbox
 from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
@@ -98,6 +101,7 @@ def build(
                 queue_prefix=settings.queue_prefix,
                 queue_type=settings.queue_type,
                 name=name,
+                observe_confirm=metrics.confirm_latency.observe,
             )
             for name in ("clock-publisher", "clock-publisher-express")
         )
@@ -108,7 +112,7 @@ def build(
         )
         engine = AlarmEngine(
             settings,
-            SqlClaimStore(store),
+            SqlClaimStore(store, dead_letters=bool(settings.dead_letter_exchange)),
             SqlEngineRegistry(store),
             publisher,
             clock,
@@ -116,6 +120,7 @@ def build(
             policies,
             SharedRateLimiter(SqlTokenBuckets(store)),
             express_publisher,
+            dead_letter_relay(settings, store, clock, metrics),
         )
     if serve_http:
         assert tokens is not None
@@ -133,6 +138,23 @@ def build(
     )
     maintenance = Maintenance(store, clock, metrics, purge=purge)
     return Runtime(settings, store, app, engine, publisher, maintenance, express_publisher)
+
+
+def dead_letter_relay(
+    settings: Settings, store: AlarmStore, clock: Clock, metrics: Metrics
+) -> DeadLetterRelay | None:
+    """The relay of dead letters to CLOCK_DEAD_LETTER_EXCHANGE; None when that is empty."""
+    if not settings.dead_letter_exchange:
+        return None
+    return DeadLetterRelay(
+        SqlDeadLetterOutbox(store),
+        SqlJobLease(store),
+        AmqpDeadLetterPublisher(settings.amqp_url, settings.dead_letter_exchange),
+        clock,
+        metrics,
+        owner=settings.instance_id,
+        publish_timeout_s=settings.publish_timeout_s,
+    )
 
 
 def build_web(

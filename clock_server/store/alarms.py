@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, and_, exc, func, insert, select, tuple_, update
 
 from clock_server.errors import Conflict, NotFound, ValidationError
-from clock_server.model import CANCELLED, PENDING, Alarm, AlarmChanges, NewAlarm
+from clock_server.model import CANCELLED, PENDING, Alarm, AlarmChanges, AlarmFilter, NewAlarm
 from clock_server.store.alarm_rows import (
     alarm_from_row,
     alarm_from_values,
@@ -16,6 +17,7 @@ from clock_server.store.alarm_rows import (
     matches,
     pages,
 )
+from clock_server.store.alarm_search import alarms_query
 from clock_server.store.db import Capabilities, capabilities
 from clock_server.store.events import cancelled, changed, write_events
 from clock_server.store.row_locks import select_by_key, select_for_change
@@ -188,6 +190,12 @@ class AlarmStore:
     def cancel(self, application: str, business_id: str, now_ms: int, *, actor: str) -> Alarm:
         """Cancel a pending alarm (a repeat is fine); Conflict once it rang, expired or died.
         The cancel goes to the alarm's history as done by `actor` (a repeat does not)."""
+        return self.cancel_telling(application, business_id, now_ms, actor=actor)[0]
+
+    def cancel_telling(
+        self, application: str, business_id: str, now_ms: int, *, actor: str
+    ) -> tuple[Alarm, bool]:
+        """`cancel`, and whether this call cancelled it (False for a repeat)."""
         with translate_errors(), self.engine.begin() as conn:
             row = self._lock_key(conn, application, business_id)
             if row.status not in (PENDING, CANCELLED):
@@ -206,21 +214,23 @@ class AlarmStore:
                     )
                 )
                 write_events(conn, [cancelled(row.id, now_ms, actor)])
-            return alarm_from_row(conn.execute(select_by_key(application, business_id)).one())
+            alarm = alarm_from_row(conn.execute(select_by_key(application, business_id)).one())
+            return alarm, row.status == PENDING
 
     def list(
         self, application: str | None, status: str | None, limit: int, after_id: int | None
     ) -> list[Alarm]:
         """Alarms in id order after `after_id`, optionally of one application and status."""
-        query = select(*ALARM_COLUMNS).order_by(alarm_table.c.id).limit(limit)
-        if application is not None:
-            query = query.where(alarm_table.c.application == application)
-        if status is not None:
-            query = query.where(alarm_table.c.status == status)
-        if after_id is not None:
-            query = query.where(alarm_table.c.id > after_id)
+        after = None if after_id is None else (after_id,)
+        return self.search(AlarmFilter(application, status), limit, after)
+
+    def search(
+        self, where: AlarmFilter, limit: int, after: tuple[Any, ...] | None
+    ) -> builtins.list[Alarm]:
+        """Up to `limit` alarms matching `where`, after the position `after` of the page
+        before (store.alarm_search says the order)."""
         with translate_errors(), self.engine.connect() as conn:
-            return [alarm_from_row(row) for row in conn.execute(query)]
+            return [alarm_from_row(row) for row in conn.execute(alarms_query(where, limit, after))]
 
     def count_overdue(self, before_ms: int) -> int:
         """Pending alarms whose next try was due before `before_ms` (claimed ones are not)."""

@@ -140,6 +140,15 @@ class SqlApplicationRegistry:
             for name, t in tallies.items()
         }
 
+    def pending_counts(self) -> dict[str, int]:
+        """Each application with pending alarms, and how many: one GROUP BY over the
+        (application, status, next_try_time) index, for clock_pending_alarms."""
+        c = alarm_table.c
+        query = select(c.application, func.count()).where(c.status == PENDING)
+        with translate_errors(), self.store.engine.connect() as conn:
+            rows = conn.execute(query.group_by(c.application)).all()
+        return {application: int(count) for application, count in rows}
+
     def count_pending(self, name: str) -> int:
         """The application's pending alarms, read from the (application, status) index."""
         c = alarm_table.c

@@ -11,6 +11,7 @@ from sqlalchemy import Connection, case, text, update
 from clock_server.model import DEAD, EXPIRED, NOT_CONFIRMED, PENDING, RUNG, Claim, RingRow
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import Capabilities, open_ahead
+from clock_server.store.dead_letters import DeadLetterRows
 from clock_server.store.events import RingEvents
 from clock_server.store.row_locks import lock_ring_rows_sql
 from clock_server.store.schema import alarm_table
@@ -21,10 +22,15 @@ _TABLE = alarm_table.name
 
 
 class SqlClaimStore:
-    """Leases on due alarms, taken in batches with SKIP LOCKED, valid while the version holds."""
+    """Leases on due alarms, taken in batches with SKIP LOCKED, valid while the version holds.
 
-    def __init__(self, store: AlarmStore) -> None:
+    With `dead_letters`, a ring batch also writes a dead letter for each alarm it marks dead
+    (store.dead_letters), for the relay to publish.
+    """
+
+    def __init__(self, store: AlarmStore, dead_letters: bool = False) -> None:
         self.store = store
+        self.dead_letters = dead_letters
 
     def claim_due(
         self,
@@ -113,11 +119,15 @@ class SqlClaimStore:
     @contextlib.contextmanager
     def ring_transaction(self) -> Iterator[SqlRingTransaction]:
         """One transaction for a ring batch; the locks it takes are held until it ends.
-        The events of its outcomes are written last, in one statement."""
+        The events of its outcomes are written last, in one statement, and its dead letters
+        in another when any alarm died."""
         with translate_errors(), self.store.engine.begin() as conn:
-            tx = SqlRingTransaction(conn, self.store.caps)
+            letters = DeadLetterRows() if self.dead_letters else None
+            tx = SqlRingTransaction(conn, self.store.caps, letters)
             yield tx
             tx.events.write(conn)
+            if letters is not None:
+                letters.write(conn)
 
     def connect_ahead(self, connections: int) -> None:
         open_ahead(self.store.engine, connections)
@@ -130,10 +140,13 @@ class SqlRingTransaction:
     `events` and written when the transaction ends (a ring is read from the row itself).
     """
 
-    def __init__(self, conn: Connection, caps: Capabilities) -> None:
+    def __init__(
+        self, conn: Connection, caps: Capabilities, dead_letters: DeadLetterRows | None = None
+    ) -> None:
         self.conn = conn
         self.caps = caps
         self.events = RingEvents()
+        self.dead_letters = dead_letters
 
     def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
         """Lock the claimed rows and return those still pending with the claimed version.
@@ -149,6 +162,8 @@ class SqlRingTransaction:
                 if row[7] == wanted[row[0]]:
                     live.append(make(row[:7]))
         self.events.locked(live)
+        if self.dead_letters is not None:
+            self.dead_letters.locked(live)
         return live
 
     def mark_rung(self, rung_at: Sequence[tuple[int, int]], now_ms: int) -> None:
@@ -171,6 +186,8 @@ class SqlRingTransaction:
     def mark_dead(self, ids: Sequence[int], now_ms: int, error: str = NOT_CONFIRMED) -> None:
         self._set_final(ids, DEAD, now_ms)
         self.events.dead(ids, now_ms, error)
+        if self.dead_letters is not None:
+            self.dead_letters.dead(ids, now_ms, error)
 
     def schedule_retries(
         self, retries: Sequence[tuple[int, int]], now_ms: int, error: str = NOT_CONFIRMED

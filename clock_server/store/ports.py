@@ -10,7 +10,14 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
 
-from clock_server.model import NOT_CONFIRMED, ApplicationPolicy, Claim, EngineRecord, RingRow
+from clock_server.model import (
+    NOT_CONFIRMED,
+    ApplicationPolicy,
+    Claim,
+    DeadLetter,
+    EngineRecord,
+    RingRow,
+)
 
 
 class RingTransaction(Protocol):
@@ -181,4 +188,16 @@ class JobLease(Protocol):
     def take(self, name: str, owner: str, now_ms: int, until_ms: int) -> bool:
         """Hold job `name` for `owner` until `until_ms`, if nobody else holds it at `now_ms`
         (renewing the lease `owner` holds); True when held."""
+        ...
+
+
+class DeadLetterOutbox(Protocol):
+    """Dead letters written with the deaths they tell of, waiting to be published."""
+
+    def next_letters(self, limit: int) -> list[DeadLetter]:
+        """Up to `limit` letters, oldest first."""
+        ...
+
+    def remove(self, letter_ids: Sequence[int]) -> None:
+        """Forget letters the broker has confirmed."""
         ...

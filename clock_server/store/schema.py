@@ -154,3 +154,23 @@ job_lease_table = Table(
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )
+
+# The dead-letter outbox (store/dead_letters.py): a ring batch that marks alarms dead adds
+# one row for each, in its own transaction, with the alarm as it was then; the relay publishes
+# the rows in id order and deletes those the broker confirmed.
+dead_letter_table = Table(
+    "clock_dead_letter",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("alarm_id", BigInteger, nullable=False),
+    Column("application", _APP, nullable=False),
+    Column("business_id", _KEY, nullable=False),
+    Column("payload", _PAYLOAD, nullable=False),
+    Column("target_ring_at", BigInteger, nullable=False),
+    Column("latest_ring_at", BigInteger, nullable=True),
+    Column("died_at", BigInteger, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("error", Text, nullable=False),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)

@@ -1,0 +1,106 @@
+"""The dead-letter relay: publishes the dead letters of the outbox to the dead-letter exchange.
+
+A ring batch that marks alarms dead writes their dead letters in its own transaction
+(store.dead_letters). One server at a time, the holder of the relay's job lease, reads them
+oldest first, publishes them with confirms and deletes those the broker confirmed: each dead
+letter is published at least once, and one the broker did not take, because it was down when
+the alarm died (often why the alarm died), is tried again on the next pass until it does. A
+letter published twice (the relay stopped between the confirm and the delete, or two servers
+briefly both believed they held the lease) has the same message_id (the alarm id) and
+died_at.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from clock_server.broker.publisher import DeadLetterPublisher
+from clock_server.metrics import Metrics
+from clock_server.store.ports import DeadLetterOutbox, JobLease
+from clock_server.timesource import Clock
+
+log = logging.getLogger(__name__)
+
+RELAY_JOB = "dead_letter_relay"
+RELAY_INTERVAL_S = 1.0
+RELAY_LEASE_S = 10.0
+RELAY_BATCH = 500
+
+
+class DeadLetterRelay:
+    """One pass (`run_once`) publishes up to `batch` dead letters; the engine runs it in a
+    loop every `interval_s`, and at once when a ring batch has marked alarms dead.
+
+    The lease lasts `lease_s` and is renewed once half of it has passed, so the holder writes
+    its row every few seconds, not every pass; another server waits as long before it asks
+    again, so a holder that died hands the relay over within about one and a half leases.
+    """
+
+    def __init__(
+        self,
+        outbox: DeadLetterOutbox,
+        lease: JobLease,
+        publisher: DeadLetterPublisher,
+        clock: Clock,
+        metrics: Metrics,
+        *,
+        owner: str,
+        publish_timeout_s: float,
+        interval_s: float = RELAY_INTERVAL_S,
+        lease_s: float = RELAY_LEASE_S,
+        batch: int = RELAY_BATCH,
+    ) -> None:
+        self.outbox = outbox
+        self.lease = lease
+        self.publisher = publisher
+        self.clock = clock
+        self.metrics = metrics
+        self.owner = owner
+        self.publish_timeout_s = publish_timeout_s
+        self.interval_s = interval_s
+        self.lease_ms = int(lease_s * 1000)
+        self.batch = batch
+        self._held_until_ms = 0  # while this server holds the lease
+        self._ask_again_at_ms = 0  # when a server that did not get it asks again
+
+    def run_once(self) -> float:
+        """Publish the next letters; returns seconds until the next pass (0: more are left)."""
+        if not self._holds_lease(self.clock.now_ms()):
+            return self.interval_s
+        letters = self.outbox.next_letters(self.batch)
+        if not letters:
+            return self.interval_s
+        flags = self.publisher.publish_dead(letters, self.publish_timeout_s)
+        sent = [letter for letter, ok in zip(letters, flags, strict=True) if ok]
+        self.outbox.remove([letter.letter_id for letter in sent])
+        by_application = Counter(letter.application for letter in sent)
+        self.metrics.count(self.metrics.dead_letters, by_application)
+        if sent:
+            log.info(
+                "published %d dead letters (by application: %s)",
+                len(sent),
+                dict(by_application),
+                extra={"action": "dead_letters_published", "published": len(sent)},
+            )
+        if len(sent) < len(letters):
+            log.warning(
+                "%d dead letters not confirmed by the broker; tried again in %.0f s",
+                len(letters) - len(sent),
+                self.interval_s,
+                extra={"action": "dead_letters_unconfirmed"},
+            )
+            return self.interval_s
+        return 0.0 if len(letters) == self.batch else self.interval_s
+
+    def _holds_lease(self, now_ms: int) -> bool:
+        if now_ms < self._held_until_ms - self.lease_ms // 2:
+            return True
+        if now_ms < self._ask_again_at_ms:
+            return False
+        if self.lease.take(RELAY_JOB, self.owner, now_ms, now_ms + self.lease_ms):
+            self._held_until_ms = now_ms + self.lease_ms
+            return True
+        self._held_until_ms = 0
+        self._ask_again_at_ms = now_ms + self.lease_ms // 2
+        return False

@@ -1,0 +1,335 @@
+"""The operator's console in a real browser: Chromium driven by Playwright clicks through every
+page and action of /console, served by a whole clock server on MariaDB and RabbitMQ, and
+checks what each page shows. Keys and payloads hold HTML, <script> and right-to-left text.
+
+Each page is saved as a screenshot (in a temporary folder, or CLOCK_CONSOLE_SCREENSHOTS);
+docs/console/ keeps the overview and an alarm's detail from such a run."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.console_harness import ADMIN, ORDERS, READER, ConsoleServer, chromium, console_server
+
+pytestmark = [pytest.mark.mariadb, pytest.mark.rabbitmq]
+
+NOW = (int(time.time()) // 60) * 60_000  # a whole minute, near the browser's own time
+MIN = 60_000
+DASH = "\u2013"  # what the console shows for a null setting
+SCRIPT_ID = "<script>window.pwned=1</script>"
+IMG_ID = "<img src=x onerror=window.pwned=1>"
+RTL_ID = "طلب-٤٢ הזמנה"
+HOSTILE = {
+    SCRIPT_ID: "<script>window.pwned=1</script><b>bold</b>",
+    IMG_ID: '"><img src=x onerror="window.pwned=1"><iframe src="/console"></iframe>',
+    RTL_ID: "مرحبا بالعالم ‮gnirts desrever‬ שלום & <i>",
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ConsoleServer]:
+    with console_server(NOW) as clock:
+        seed(clock)
+        yield clock
+
+
+def seed(s: ConsoleServer) -> None:
+    """60 pending orders, three with hostile keys, one rung; a billing alarm moved, failed
+    twice and dead; two flaky alarms expired."""
+    s.bind("orders")
+    for n in range(60):
+        s.create("orders", f"o-{n:02d}", f"payload {n}", target_ring_at=NOW + 10 * MIN + n * 1000)
+    for business_id, payload in HOSTILE.items():
+        s.create("orders", business_id, payload, target_ring_at=NOW + 20 * MIN)
+    s.create("orders", "o-ring", "rings first", target_ring_at=NOW + 1000)
+    s.api("PUT", "/v1/applications/billing", json={"retry_max": 1})
+    s.create("billing", "inv/7", '{"invoice": 7}', target_ring_at=NOW + 5000)
+    s.api("PATCH", "/v1/alarms/billing/inv%2F7", json={"target_ring_at": NOW + 6000})
+    for n in (1, 2):
+        s.create("flaky", f"exp-{n}", "late", target_ring_at=NOW + 2000, latest_ring_at=NOW + 3000)
+    s.step(NOW + 1000)  # o-ring rings
+    s.step(NOW + 4000)  # the flaky ones are past their cutoff
+    s.step(NOW + 6000)  # inv/7: first attempt, unroutable
+    alarm = s.api("GET", "/v1/alarms/billing/inv%2F7")
+    s.step(alarm["next_try_time"])  # the second attempt fails too: dead
+    assert s.api("GET", "/v1/alarms/billing/inv%2F7")["status"] == "dead"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium(), headless=True, args=["--headless", "--no-sandbox"]
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = os.environ.get("CLOCK_CONSOLE_SCREENSHOTS")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("console")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def page(browser: Browser, server: ConsoleServer) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    yield tab
+    assert tab.evaluate("window.pwned") is None, "a payload or key ran as script"
+    context.close()
+    unexpected = [e for e in errors if "the server responded with a status of" not in e]
+    assert not unexpected, unexpected
+
+
+def login(page: Page, server: ConsoleServer, token: str = ADMIN, where: str = "") -> None:
+    page.goto(f"{server.base_url}/console{where}")
+    page.fill("#token", token)
+    page.click("#login button[type=submit]")
+    expect(page.locator("#nav")).to_be_visible()
+
+
+def confirm(page: Page) -> None:
+    expect(page.locator("#confirm")).to_be_visible()
+    page.click("#confirm-yes")
+
+
+def test_login_then_overview(page: Page, server: ConsoleServer, shots: Path):
+    page.goto(f"{server.base_url}/console")
+    expect(page.locator("#login")).to_be_visible()
+    page.fill("#token", "not-a-valid-token-0123456789")
+    page.click("#login button[type=submit]")
+    expect(page.locator("#login-error")).to_have_text("This token is not valid.")
+    page.fill("#token", ORDERS)
+    page.click("#login button[type=submit]")
+    expect(page.locator("#login-error")).to_contain_text("not an admin token")
+
+    page.fill("#token", ADMIN)
+    page.click("#login button[type=submit]")
+    expect(page.locator("#role")).to_have_text("admin token")
+    expect(page.locator("#card-database .value")).to_have_text("ok")
+    expect(page.locator("#card-broker .value")).to_have_text("ok")
+    expect(page.locator("#card-live-engines .value")).to_have_text("1")
+    expect(page.locator("#engines tbody tr")).to_have_count(1)
+    statuses = {"pending": "63", "rung": "1", "cancelled": "0", "expired": "2", "dead": "1"}
+    for status, count in statuses.items():
+        expect(page.locator(f"#card-status-{status} .value")).to_have_text(count)
+    expect(page.locator("#card-overdue .value")).to_have_text("0")
+    expect(page.locator("#card-sample .value")).to_have_text("1")
+    expect(page.locator("#card-p99 .value")).to_have_text("0 ms")
+    orders = page.locator("#by-application tr[data-application=orders] td")
+    expect(orders).to_have_text(["orders", "63", "0"])
+    expect(page.locator("#by-application tr[data-application=billing] td")).to_have_text(
+        ["billing", "0", "1"]
+    )
+    page.screenshot(path=shots / "overview.png", full_page=True)
+
+    assert ADMIN not in page.url
+    assert page.context.cookies() == []
+    stored = page.evaluate("sessionStorage.getItem('clock.console.token')")
+    assert stored == ADMIN and page.evaluate("localStorage.length") == 0
+    page.click("#logout")
+    expect(page.locator("#login")).to_be_visible()
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_applications_are_listed_and_edited(page: Page, server: ConsoleServer, shots: Path):
+    login(page, server, where="#applications")
+    rows = page.locator("#application-table tbody tr")
+    expect(rows).to_have_count(3)
+    billing = page.locator("#application-table tr[data-application=billing]")
+    expect(billing.locator("td[data-setting=retry_max]")).to_have_text("1")
+    orders = page.locator("#application-table tr[data-application=orders]")
+    expect(orders.locator("td").nth(1)).to_have_text("63")  # pending
+    page.screenshot(path=shots / "applications.png", full_page=True)
+
+    orders.get_by_role("button", name="Edit").click()
+    page.fill("#edit-application input[name=max_pending]", "5000")
+    page.fill("#edit-application input[name=ring_rate_per_s]", "250.5")
+    page.click("#edit-application button[type=submit]")
+    expect(page.locator("#confirm-extra")).to_contain_text(f"max_pending: {DASH} → 5000")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Saved the settings of orders.")
+    expect(orders.locator("td[data-setting=max_pending]")).to_have_text("5000")
+    expect(orders.locator("td[data-setting=ring_rate_per_s]")).to_have_text("250.5")
+    assert server.api("GET", "/v1/applications/orders")["max_pending"] == 5000
+
+    billing.get_by_role("button", name="Edit").click()
+    page.fill("#edit-application input[name=retry_max]", "")
+    page.fill("#edit-application input[name=create_burst]", "7")  # needs a create rate
+    page.click("#edit-application button[type=submit]")
+    confirm(page)
+    expect(page.locator("#flash")).to_contain_text("Not saved:")
+    expect(page.locator("#flash")).to_contain_text("create_burst")
+    assert server.api("GET", "/v1/applications/billing")["retry_max"] == 1
+
+
+def test_search_by_filters_in_keyset_pages(page: Page, server: ConsoleServer, shots: Path):
+    login(page, server, where="#search")
+    page.fill("#search-form input[name=application]", "orders")
+    page.select_option("#search-form select[name=status]", "pending")
+    page.click("#search-form button[type=submit]")
+    expect(page.locator("#page-info")).to_have_text("Page 1: 50 alarms.")
+    first_page = page.locator("#alarm-table tbody tr").all_inner_texts()
+    page.click("#next-page")
+    expect(page.locator("#page-info")).to_have_text("Page 2: 13 alarms.")
+    expect(page.locator("#next-page")).to_be_disabled()
+    page.screenshot(path=shots / "search.png", full_page=True)
+    page.click("#previous-page")
+    expect(page.locator("#page-info")).to_have_text("Page 1: 50 alarms.")
+    assert page.locator("#alarm-table tbody tr").all_inner_texts() == first_page
+
+    page.fill("#search-form input[name=business_id]", "o-5")
+    page.select_option("#search-form select[name=mode]", "prefix")
+    page.click("#search-form button[type=submit]")
+    ids = page.locator("#alarm-table tbody tr td:nth-child(2)")
+    expect(ids).to_have_text([f"o-5{n}" for n in range(10)])
+
+    page.select_option("#search-form select[name=mode]", "exact")
+    page.fill("#search-form input[name=business_id]", SCRIPT_ID)
+    page.click("#search-form button[type=submit]")
+    expect(ids).to_have_text([SCRIPT_ID])
+    page.fill("#search-form input[name=business_id]", "missing")
+    page.click("#search-form button[type=submit]")
+    expect(page.locator("#page-info")).to_have_text("No such alarm.")
+
+    page.fill("#search-form input[name=business_id]", "")
+    page.select_option("#search-form select[name=status]", "")
+    due = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((NOW + 10 * MIN + 3000) / 1000))
+    until = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((NOW + 10 * MIN + 6000) / 1000))
+    page.fill("#search-form input[name=due_from]", due)
+    page.fill("#search-form input[name=due_to]", until)
+    page.click("#search-form button[type=submit]")
+    expect(ids).to_have_text(["o-03", "o-04", "o-05"])
+
+
+def test_keys_and_payloads_show_as_text(page: Page, server: ConsoleServer, shots: Path):
+    hostile = f"application=orders&due_from={NOW + 20 * MIN}&due_to={NOW + 20 * MIN + 1}"
+    login(page, server, where=f"#search?{hostile}")
+    expect(page.locator("#alarm-table tbody tr")).to_have_count(3)
+    for business_id, payload in HOSTILE.items():
+        link = page.locator("#alarm-table a", has_text=business_id)
+        expect(link).to_have_text(business_id)
+        link.click()
+        expect(page.locator("#payload")).to_have_text(payload)
+        expect(page.locator("#fields tr[data-field=business_id] td").nth(1)).to_have_text(
+            business_id
+        )
+        expect(page.locator("#alarm h1 .key")).to_have_text(business_id)
+        injected = page.locator("#page script, #page img, #page iframe, #page b, #page i")
+        expect(injected).to_have_count(0)
+        page.go_back()
+    page.locator("#alarm-table a", has_text=RTL_ID).click()
+    expect(page.locator("#payload")).to_have_attribute("dir", "auto")
+    page.screenshot(path=shots / "hostile.png", full_page=True)
+
+
+def test_reschedule_and_cancel_ask_and_land_in_history(page: Page, server: ConsoleServer):
+    login(page, server, where="#alarm/orders/o-10")
+    expect(page.locator("#fields tr[data-field=status] td").nth(1)).to_have_text("pending")
+    moved_to = NOW + 30 * MIN
+    page.fill("#when", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moved_to / 1000)))
+    page.click("#action-reschedule")
+    page.click("#confirm-no")  # back: nothing changes
+    assert server.api("GET", "/v1/alarms/orders/o-10")["target_ring_at"] != moved_to
+    page.click("#action-reschedule")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Rescheduled.")
+    assert server.api("GET", "/v1/alarms/orders/o-10")["target_ring_at"] == moved_to
+    expect(page.locator("#history tr[data-kind=moved] td").nth(2)).to_have_text("admin")
+
+    page.click("#action-cancel")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Cancelled.")
+    expect(page.locator("#fields tr[data-field=status] td").nth(1)).to_have_text("cancelled")
+    expect(page.locator("#history tbody tr td:nth-child(2)")).to_have_text(
+        ["created", "moved", "cancelled"]
+    )
+    expect(page.locator("#actions")).to_have_text("A cancelled alarm has no action.")
+
+
+def test_a_dead_alarm_story_and_its_redrive(page: Page, server: ConsoleServer, shots: Path):
+    login(page, server, where="#search?application=billing")
+    page.locator("#alarm-table a", has_text="inv/7").click()
+    kinds = page.locator("#history tbody tr td:nth-child(2)")
+    api_kinds = [
+        e["kind"] for e in server.api("GET", "/v1/alarms/billing/inv%2F7/events")["events"]
+    ]
+    assert api_kinds[:2] == ["created", "moved"] and api_kinds[-1] == "dead"
+    expect(kinds).to_have_text(api_kinds)
+    expect(page.locator("#history tr[data-kind=attempt_failed]").first).to_contain_text(
+        "not confirmed by the broker"
+    )
+    server.bind("billing")
+    page.click("#action-redrive")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Re-driven.")
+    expect(page.locator("#fields tr[data-field=status] td").nth(1)).to_have_text("pending")
+    expect(page.locator("#history tr[data-kind=redriven] td").nth(2)).to_have_text("admin")
+    server.step(server.api("GET", "/v1/alarms/billing/inv%2F7")["next_try_time"])
+    page.reload()
+    expect(page.locator("#fields tr[data-field=status] td").nth(1)).to_have_text("rung")
+    expect(kinds).to_have_text([*api_kinds, "redriven", "rung"])
+    page.screenshot(path=shots / "alarm.png", full_page=True)
+
+
+def test_bulk_redrive_and_cancel_by_filter(page: Page, server: ConsoleServer):
+    login(page, server, where="#search?application=flaky&status=expired")
+    expect(page.locator("#alarm-table tbody tr")).to_have_count(2)
+    page.click("#bulk-redrive")
+    expect(page.locator("#confirm-extra")).to_contain_text("status: expired")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Re-drive: 2 alarms changed.")
+    expect(page.locator("#alarm-table tbody tr")).to_have_count(0)
+    page.select_option("#search-form select[name=status]", "pending")
+    page.click("#search-form button[type=submit]")
+    expect(page.locator("#alarm-table tbody tr")).to_have_count(2)
+    page.click("#bulk-cancel")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Cancel: 2 alarms changed.")
+    found = server.api("GET", "/v1/alarms?application=flaky")["alarms"]
+    assert [a["status"] for a in found] == ["cancelled", "cancelled"]
+
+
+def test_a_read_only_token_sees_everything_and_cannot_act(page: Page, server: ConsoleServer):
+    login(page, server, token=READER)
+    expect(page.locator("#role")).to_have_text("read-only token")
+    expect(page.locator("#read-only-note")).to_be_visible()
+    expect(page.locator("#card-database .value")).to_have_text("ok")
+    page.goto(f"{server.base_url}/console#alarm/orders/o-20")
+    expect(page.locator("#action-cancel")).to_be_disabled()
+    expect(page.locator("#action-reschedule")).to_be_disabled()
+    page.goto(f"{server.base_url}/console#search?application=orders")
+    expect(page.locator("#bulk-redrive")).to_be_disabled()
+    expect(page.locator("#bulk-cancel")).to_be_disabled()
+    page.goto(f"{server.base_url}/console#applications")
+    page.locator("tr[data-application=orders]").get_by_role("button", name="Edit").click()
+    expect(page.locator("#edit-application button[type=submit]")).to_be_disabled()
+
+
+def test_console_responses_carry_strict_headers(server: ConsoleServer):
+    for path in ("/console", "/console/", "/console/static/main.js"):
+        response = requests.get(server.base_url + path, timeout=5)
+        assert response.status_code == 200
+        policy = response.headers["Content-Security-Policy"]
+        assert "script-src 'self';" in policy and "unsafe-inline" not in policy
+        assert "frame-ancestors 'none'" in policy and "form-action 'none'" in policy
+        assert response.headers["X-Frame-Options"] == "DENY"
+        assert response.headers["Referrer-Policy"] == "no-referrer"
+        assert "Set-Cookie" not in response.headers
+    assert requests.get(server.base_url + "/v1/overview", timeout=5).status_code == 401
+    overview: Any = server.api("GET", "/v1/overview", token=READER)
+    assert overview["by_status"]["dead"]["count"] >= 0

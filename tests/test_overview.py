@@ -1,0 +1,105 @@
+"""GET /v1/overview and the store behind it: counts that stop at their cap, alarms due soon,
+the lateness of the latest rings, and who may read it. On SQLite and MariaDB."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clock_server.api import Services, create_app
+from clock_server.api.tokens import load_tokens
+from clock_server.metrics import Metrics
+from clock_server.model import NewAlarm
+from clock_server.settings import Settings
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.claims import SqlClaimStore
+from clock_server.store.overview import CappedCount, OverviewReader
+from clock_server.testing import SettableClock
+
+NOW = 1_700_000_000_000
+ADMIN = "overview-admin-token-0123"
+READER = "overview-reader-token-0123"
+ORDERS = "overview-orders-token-0123"
+
+
+def add(store: AlarmStore, application: str, count: int, due_ms: int) -> list[int]:
+    made = [
+        store.create(NewAlarm(application, f"{application}-{due_ms}-{n}", "p", due_ms, None), NOW)
+        for n in range(count)
+    ]
+    return [alarm.id for alarm, _ in made]
+
+
+def ring(store: AlarmStore, late_ms: list[int], target_ms: int) -> None:
+    """Ring `len(late_ms)` alarms due at `target_ms`, each that late."""
+    ids = add(store, "rung", len(late_ms), target_ms)
+    claims = SqlClaimStore(store)
+    claims.claim_due(target_ms, target_ms + 1, 1_000)
+    with claims.ring_transaction() as tx:
+        rung = [(i, target_ms + late) for i, late in zip(ids, late_ms, strict=True)]
+        tx.mark_rung(rung, target_ms + max(late_ms))  # finished then: its next_try_time
+
+
+def test_counts_stop_at_their_cap(store: AlarmStore):
+    add(store, "big", 5, NOW + 10_000)
+    add(store, "small", 1, NOW - 1)
+    found = OverviewReader(store, cap=3, application_cap=2).read(NOW, [60_000], 300_000)
+    assert found.by_status["pending"] == CappedCount(3, True)
+    assert found.by_status["dead"] == CappedCount(0, False)
+    assert found.by_application == {
+        "big": {"pending": CappedCount(2, True), "dead": CappedCount(0, False)},
+        "small": {"pending": CappedCount(1, False), "dead": CappedCount(0, False)},
+    }
+    assert found.overdue == CappedCount(1, False)
+    assert found.due_within == {60_000: CappedCount(3, True)}
+    exact = OverviewReader(store).read(NOW, [5_000, 10_001], 300_000)
+    assert exact.by_status["pending"] == CappedCount(6, False)
+    assert exact.due_within == {5_000: CappedCount(0, False), 10_001: CappedCount(5, False)}
+
+
+def test_lateness_of_the_latest_rings_within_the_window(store: AlarmStore):
+    ring(store, [5] * 98 + [40, 900], NOW - 1_000)
+    ring(store, [60_000], NOW - 400_000)  # rung before the window
+    found = OverviewReader(store).read(NOW, [], 300_000).lateness
+    assert (found.sample, found.p50_ms, found.p99_ms, found.max_ms) == (100, 5, 40, 900)
+    sampled = OverviewReader(store, lateness_sample=10).read(NOW, [], 300_000).lateness
+    assert sampled.sample == 10
+    assert OverviewReader(store).read(NOW, [], 50).lateness.p50_ms is None  # finished at NOW - 100
+
+
+def test_the_overview_needs_a_token_of_every_application(store: AlarmStore):
+    tokens = f"{ADMIN}=*; {READER}=*:read; {ORDERS}=orders"
+    services = Services(
+        Settings(tokens=tokens),
+        store,
+        SettableClock(NOW),
+        Metrics(),
+        tokens=load_tokens(tokens, ""),
+    )
+    client = create_app(services).test_client()
+    add(store, "orders", 2, NOW + 30_000)
+
+    def get(token: str | None) -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        with client.get("/v1/overview", headers=headers) as response:
+            return response.status_code, response.get_json()
+
+    assert get(None)[0] == 401
+    assert get(ORDERS)[0] == 403
+    for token in (ADMIN, READER):
+        status, body = get(token)
+        assert status == 200
+        assert body["by_status"]["pending"] == {"count": 2, "capped": False}
+        assert body["by_application"] == [
+            {
+                "application": "orders",
+                "pending": {"count": 2, "capped": False},
+                "dead": {"count": 0, "capped": False},
+            }
+        ]
+        assert body["due"][0] == {"within_ms": 60_000, "count": 2, "capped": False}
+        assert body["health"] == {
+            "database": "ok",
+            "broker": "disabled",
+            "live_engines": 0,
+            "engines": [],
+        }
