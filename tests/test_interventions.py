@@ -175,3 +175,19 @@ def test_searches_page_in_the_order_of_their_filter(store: AlarmStore):
     assert order_of(AlarmFilter(status="pending")) == BY_ID
     by_id = store.search(AlarmFilter(status="pending"), 3, (store.get("app", "a_2").id,))
     assert [a.business_id for a in by_id] == ["A-3", "ab", "a%"]
+
+
+def test_a_due_range_of_every_status_merges_them_in_due_order(store: AlarmStore):
+    store.create_many(
+        [new("dead-1"), new("p-late", target_ring_at=NOW + 50),
+         new("p-early", target_ring_at=NOW + 5)],
+        NOW - 1_000,
+    )  # fmt: skip
+    finish(store, ["dead-1"])  # died at NOW + 10; the other two were claimed until NOW + 30,010
+    store.cancel("app", "p-early", NOW + 20, actor="app")  # finished at NOW + 20
+    due = AlarmFilter(application="app", due_from=NOW, due_to=NOW + 40_000)
+    found = [(a.business_id, a.status) for a in store.search(due, 10, None)]
+    assert found == [("dead-1", "dead"), ("p-early", "cancelled"), ("p-late", "pending")]
+    first = store.search(due, 1, None)
+    rest = store.search(due, 10, position(BY_DUE, first[-1]))
+    assert [a.business_id for a in rest] == ["p-early", "p-late"]

@@ -18,15 +18,16 @@ def record_health(svc: Services) -> None:
         metrics.broker_up.set(math.nan)
     else:
         metrics.broker_up.set(1 if svc.publisher.is_healthy() else 0)
+    now_ms = svc.clock.now_ms()
     try:
         engines = svc.engines.live_engines()
-        pending = svc.applications.pending_counts()
+        pending = svc.pending_counts.get(now_ms, svc.applications.pending_counts)
     except Unavailable:
         metrics.database_up.set(0)
         metrics.live_engines.set(math.nan)
         return
     metrics.database_up.set(1)
-    silent_before_ms = svc.clock.now_ms() - int(svc.settings.engine_dead_after_s * 1000)
+    silent_before_ms = now_ms - int(svc.settings.engine_dead_after_s * 1000)
     metrics.live_engines.set(count_beating(engines, silent_before_ms))
     metrics.set_pending(pending)
 

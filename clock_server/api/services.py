@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from clock_server.api.admission import Admission
 from clock_server.api.tokens import TokenTable
@@ -33,6 +35,29 @@ class HealthSource(Protocol):
     def is_healthy(self) -> bool: ...
 
 
+PENDING_COUNTS_MS = 30_000
+
+T = TypeVar("T")
+
+
+class Recent(Generic[T]):
+    """The last value read, read again once it is older than `max_age_ms`."""
+
+    def __init__(self, max_age_ms: int) -> None:
+        self.max_age_ms = max_age_ms
+        self._value: T | None = None
+        self._read_at_ms: int | None = None
+        self._lock = threading.Lock()
+
+    def get(self, now_ms: int, read: Callable[[], T]) -> T:
+        with self._lock:
+            fresh = self._read_at_ms is not None and now_ms - self._read_at_ms < self.max_age_ms
+            if not fresh or self._value is None:
+                self._value = read()
+                self._read_at_ms = now_ms
+            return self._value
+
+
 @dataclass
 class Services:
     """Everything a request handler uses."""
@@ -52,6 +77,11 @@ class Services:
     limiter: SharedRateLimiter = field(init=False)  # creation rates, service-wide
     admission: Admission = field(init=False)  # registration and limits at creation
     engines: SqlEngineRegistry = field(init=False)  # for clock_live_engines
+    # clock_pending_alarms counts every pending alarm, seconds of work on millions of them:
+    # read at most every PENDING_COUNTS_MS by each process, however often it is scraped.
+    pending_counts: Recent[dict[str, int]] = field(
+        default_factory=lambda: Recent(PENDING_COUNTS_MS)
+    )
 
     def __post_init__(self) -> None:
         self.history = AlarmHistory(self.store)
