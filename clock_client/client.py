@@ -340,11 +340,13 @@ class ClockClient:
         body = _filter_fields(application, None, business_id_prefix, due_from, due_to)
         return self._bulk("/v1/alarms/cancel", body)
 
-    def applications(self) -> builtins.list[Application]:
+    def applications(self, counts: bool = True) -> builtins.list[Application]:
         """Every application, by name, with its settings and live counts: the registered
-        ones, and any other that has alarms (``registered`` False). Needs an admin token
-        (Forbidden otherwise)."""
-        return applications_from_json(self._request("GET", "/v1/applications"))
+        ones, and any other that has alarms (``registered`` False). ``counts=False`` leaves
+        the counts out (None), which over millions of alarms answers in milliseconds rather
+        than seconds. Needs an admin token (Forbidden otherwise)."""
+        params = {} if counts else {"counts": "false"}
+        return applications_from_json(self._request("GET", "/v1/applications", params=params))
 
     def application(self, name: str) -> Application:
         """The registered application ``name`` with its settings and live counts; NotFound

@@ -395,7 +395,7 @@ class Application:
     default_cutoff_ms: int | None
     retention_days: float | None
     registered: bool
-    counts: ApplicationCounts
+    counts: ApplicationCounts | None  # None when listed with counts=False
     created_at: int | None
     updated_at: int | None
 
@@ -407,8 +407,8 @@ class Application:
         if not isinstance(registered, bool):
             raise ValueError(f"'registered' must be bool, got {registered!r}")
         counts = data.get("counts")
-        if not isinstance(counts, Mapping):
-            raise ValueError(f"'counts' must be an object, got {counts!r}")
+        if counts is not None and not isinstance(counts, Mapping):
+            raise ValueError(f"'counts' must be an object or null, got {counts!r}")
         return cls(
             name=_get(data, "name", str),
             create_rate_per_s=_number(data, "create_rate_per_s"),
@@ -422,7 +422,7 @@ class Application:
             default_cutoff_ms=_get(data, "default_cutoff_ms", int, optional=True),
             retention_days=_number(data, "retention_days"),
             registered=registered,
-            counts=ApplicationCounts.from_dict(counts),
+            counts=None if counts is None else ApplicationCounts.from_dict(counts),
             created_at=_get(data, "created_at", int, optional=True),
             updated_at=_get(data, "updated_at", int, optional=True),
         )

@@ -159,6 +159,23 @@ def test_the_list_counts_pending_due_overdue_and_dead_alarms(api) -> None:
 # --- GET one ---------------------------------------------------------------------------------
 
 
+def test_the_list_without_counts_names_the_same_applications(api) -> None:
+    add(api, "orders", "o-1", NOW + MINUTE)
+    add(api, "billing", "b-1", NOW + MINUTE)
+    unregister(api, "billing")  # alarms, but no row in the registry
+    put(api, "quiet", {"max_pending": 5})  # a row, but no alarms
+    response = api.client.get(LIST + "?counts=false")
+    assert response.status_code == 200
+    OpenApiChecker(api.client.get("/openapi.json").get_json()).response(LIST, "GET", response)
+    without = {item["name"]: item for item in response.get_json()["applications"]}
+    counted = listed(api)
+    assert list(without) == list(counted) == ["billing", "orders", "quiet"]
+    assert {name: item["counts"] for name, item in without.items()} == dict.fromkeys(without)
+    assert without["billing"]["registered"] is False and without["quiet"]["max_pending"] == 5
+    assert counted["orders"]["counts"]["pending"] == 1
+    assert_error(api.client.get(LIST + "?counts=no"), 400, "validation_error", "counts")
+
+
 def test_get_a_registered_application(api) -> None:
     put(api, "orders", {"create_rate_per_s": 5, "create_burst": 10}, 201)
     add(api, "orders", "o1", NOW + 10)

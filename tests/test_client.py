@@ -540,7 +540,7 @@ def test_applications_and_application_return_typed_applications(
 @pytest.mark.parametrize(
     "body",
     [{"applications": None}, {"applications": [{"name": "x"}]},
-     {"applications": [_application_json(counts=None)]},
+     {"applications": [_application_json(counts=[])]},
      {"applications": [_application_json(registered="yes")]},
      {"applications": [_application_json(create_rate_per_s="5")]},
      {"applications": [_application_json(create_burst=True)]}],

@@ -228,6 +228,13 @@ def _alarm_filter(body: _Filter) -> AlarmFilter:
     )
 
 
+def flag(raw: str, name: str) -> bool:
+    """A true/false query parameter."""
+    if raw not in ("true", "false"):
+        raise ValidationError(f"{name} must be true or false", field=name)
+    return raw == "true"
+
+
 def _whole_number(name: str, raw: str, most: int, least: int = 0) -> int:
     # isdigit() alone lets through "²" and 5000-digit strings, on which int() raises
     digits = raw.isascii() and raw.isdigit() and len(raw) <= len(str(most))

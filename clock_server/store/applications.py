@@ -140,6 +140,13 @@ class SqlApplicationRegistry:
             for name, t in tallies.items()
         }
 
+    def names_with_alarms(self) -> list[str]:
+        """Every application that has alarms: a DISTINCT that MariaDB answers by skipping
+        through an index that leads with the application, without counting."""
+        query = select(alarm_table.c.application).distinct()
+        with translate_errors(), self.store.engine.connect() as conn:
+            return [row[0] for row in conn.execute(query)]
+
     def pending_counts(self) -> dict[str, int]:
         """Each application with pending alarms, and how many: one GROUP BY over the
         (application, status, next_try_time) index, for clock_pending_alarms."""

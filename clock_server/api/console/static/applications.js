@@ -2,7 +2,7 @@
 
 import { call, readOnly } from "./api.js";
 import { clearFlash, confirmAction, flash } from "./confirm.js";
-import { el, num, replace, table } from "./dom.js";
+import { capped, el, replace, table } from "./dom.js";
 
 const SETTINGS = [
   ["create_rate_per_s", "creates / s"],
@@ -18,17 +18,25 @@ const SETTINGS = [
 ];
 
 export async function applicationsPage(rerender) {
-  const { applications } = await call("GET", "/v1/applications");
+  // Settings without exact counts (seconds over millions of alarms); the overview's capped
+  // counts instead.
+  const [{ applications }, overview] = await Promise.all([
+    call("GET", "/v1/applications?counts=false"),
+    call("GET", "/v1/overview"),
+  ]);
+  const counted = new Map(overview.by_application.map((a) => [a.application, a]));
+  const count = (name, status) => {
+    const found = counted.get(name);
+    return el("td", { class: "num" }, found ? capped(found[status]) : "0");
+  };
   const editor = el("div", { id: "editor" });
   const rows = applications.map((app) =>
     el(
       "tr",
       { dataset: { application: app.name } },
       el("td", {}, el("a", { href: `#search?application=${encodeURIComponent(app.name)}` }, app.name), app.registered ? "" : el("span", { class: "muted" }, " (not registered)")),
-      num(app.counts.pending),
-      num(app.counts.due_next_minute),
-      num(app.counts.overdue),
-      num(app.counts.dead),
+      count(app.name, "pending"),
+      count(app.name, "dead"),
       SETTINGS.map(([name]) => el("td", { class: "num", dataset: { setting: name } }, app[name] === null ? "–" : String(app[name]))),
       el(
         "td",
@@ -42,7 +50,7 @@ export async function applicationsPage(rerender) {
     { id: "applications" },
     el("h1", {}, "Applications"),
     el("p", { class: "muted" }, "A dash is no limit, or the server's default. Changes reach every server within a few seconds."),
-    table(["application", "pending", "due next min", "overdue", "dead", ...SETTINGS.map(([, label]) => label), ""], rows, { id: "application-table" }),
+    table(["application", "pending", "dead", ...SETTINGS.map(([, label]) => label), ""], rows, { id: "application-table" }),
     editor,
   );
 }
