@@ -97,7 +97,8 @@ def calls(server: FilledServer) -> dict[str, str]:
     dead_page = requests.get(server.base_url + "/v1/alarms?status=dead&limit=50", timeout=60).json()
     return {
         "overview page: GET /v1/overview": "/v1/overview",
-        "applications page: GET /v1/applications": "/v1/applications",
+        "applications page: GET /v1/applications?counts=false": "/v1/applications?counts=false",
+        "exact counts: GET /v1/applications (the API, not the console)": "/v1/applications",
         "search, no filter": "/v1/alarms?limit=50",
         "search, application": "/v1/alarms?application=app-3&limit=50",
         "search, status dead": "/v1/alarms?status=dead&limit=50",
