@@ -48,7 +48,7 @@ export function num(value) {
   return el("td", { class: "num" }, value === null || value === undefined ? "–" : value.toLocaleString("en-US"));
 }
 
-// A capped count: "≥ 100,000" when counting stopped at the cap.
+// A capped count: "≥ 10,000" when counting stopped at the cap.
 export function capped(count) {
   const text = count.count.toLocaleString("en-US");
   return count.capped ? `≥ ${text}` : text;
