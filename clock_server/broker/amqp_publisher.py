@@ -17,9 +17,9 @@ from pika.channel import Channel
 from pika.exchange_type import ExchangeType
 
 from clock_server.broker.amqp_frames import message_frames, publish_method_frame
+from clock_server.broker.amqp_nodes import node_parameters, node_urls
 from clock_server.broker.confirms import Batch, ConfirmTracker
 from clock_server.broker.publisher import PendingBatch
-from clock_server.errors import ConfigError
 from clock_server.model import OutgoingMessage
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class AmqpPublisher:
     ) -> None:
         self._name = name
         self.observe_confirm = observe_confirm
-        self._urls = [part.strip() for part in url.split(",") if part.strip()]
+        self._url = url
         self._queue_arguments = {"x-queue-type": queue_type} if queue_type != "classic" else None
         self._exchange = exchange
         self._declare_queues = declare_queues
@@ -97,23 +97,13 @@ class AmqpPublisher:
         """Start the IO thread, which connects (and keeps reconnecting) in the background."""
         if self._thread is not None:
             raise RuntimeError("AmqpPublisher already started")
-        if not self._urls:
-            raise ConfigError("the AMQP url names no node", field="amqp_url")
-        self._nodes = [self._node_parameters(url) for url in self._urls]
+        self._nodes = [self._node_parameters(url) for url in node_urls(self._url)]
         self._ioloop = IOLoop()
         self._thread = threading.Thread(target=self._run, name="amqp-publisher", daemon=True)
         self._thread.start()
 
     def _node_parameters(self, url: str) -> pika.URLParameters:
-        try:
-            params = pika.URLParameters(url)
-        except ValueError as exc:
-            raise ConfigError(f"invalid AMQP url: {exc}", field="amqp_url") from exc
-        params.connection_attempts = 1
-        params.socket_timeout = params.stack_timeout = self._connect_timeout_s
-        properties = dict(params.client_properties or {})
-        params.client_properties = {"connection_name": self._name, **properties}
-        return params
+        return node_parameters(url, self._name, self._connect_timeout_s)
 
     def wait_healthy(self, timeout_s: float) -> bool:
         """Block until the channel is ready or ``timeout_s`` passes; returns ``is_healthy()``."""

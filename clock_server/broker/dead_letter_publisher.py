@@ -25,7 +25,7 @@ import pika
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exchange_type import ExchangeType
 
-from clock_server.errors import ConfigError
+from clock_server.broker.amqp_nodes import node_parameters, node_urls
 from clock_server.model import DeadLetter
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class AmqpDeadLetterPublisher:
         name: str = "clock-dead-letters",
     ) -> None:
         self.exchange = exchange
-        self._urls = [part.strip() for part in url.split(",") if part.strip()]
+        self._url = url
         self._connect_timeout_s = connect_timeout_s
         self._name = name
 
@@ -76,10 +76,8 @@ class AmqpDeadLetterPublisher:
         return outcome
 
     def _connect(self, timeout_s: float) -> pika.BlockingConnection | None:
-        if not self._urls:
-            raise ConfigError("the AMQP url names no node", field="amqp_url")
         last_error: BaseException | None = None
-        for url in self._urls:
+        for url in node_urls(self._url):
             try:
                 return pika.BlockingConnection(self._parameters(url, timeout_s))
             except (pika.exceptions.AMQPError, OSError) as error:
@@ -91,18 +89,11 @@ class AmqpDeadLetterPublisher:
         return None
 
     def _parameters(self, url: str, timeout_s: float) -> pika.URLParameters:
-        try:
-            params = pika.URLParameters(url)
-        except ValueError as exc:
-            raise ConfigError(f"invalid AMQP url: {exc}", field="amqp_url") from exc
-        params.connection_attempts = 1
-        params.socket_timeout = params.stack_timeout = self._connect_timeout_s
+        params = node_parameters(url, self._name, self._connect_timeout_s)
         # A broker that stops answering shows as missed heartbeats; one that blocks
         # publishers (a resource alarm) as this timeout.
         params.heartbeat = max(1, int(timeout_s / 2))
         params.blocked_connection_timeout = timeout_s
-        properties = dict(params.client_properties or {})
-        params.client_properties = {"connection_name": self._name, **properties}
         return params
 
 
