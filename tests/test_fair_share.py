@@ -11,6 +11,7 @@ import time
 import pytest
 
 from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.engine.ringer import EXPRESS_LANES
 from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy, NewAlarm
 from clock_server.settings import Settings
@@ -127,8 +128,12 @@ class HoldingPublisher(InMemoryPublisher):
         self.held = held
         self.release = threading.Event()
 
+        self.holding = 0  # batches held now
+
     def publish_batch(self, messages, timeout_s):
         if any(message.application == self.held for message in messages):
+            with self._lock:
+                self.holding += 1
             assert self.release.wait(10), "the held batches were never released"
         return super().publish_batch(messages, timeout_s)
 
@@ -150,7 +155,8 @@ def test_with_every_lane_busy_an_application_with_few_due_rings_in_the_express_l
         assert engine.ringer.run_once() == 0.0
         assert engine.ringer.run_once() == pytest.approx(0.1)  # burst has many due: not express
         fake_clock.set(now + 1_100)
-        assert engine.ringer.run_once() is None  # quiet's first to the express lane; all busy
+        # quiet's first to an express lane; its second is due in 0.1 s
+        assert engine.ringer.run_once() == pytest.approx(0.1)
         wait_until(lambda: len(publisher.published) == 1 and engine.ringer.in_flight == 2)
         assert engine.ringer.run_once() == pytest.approx(0.1)
     finally:
@@ -161,6 +167,30 @@ def test_with_every_lane_busy_an_application_with_few_due_rings_in_the_express_l
     assert bodies[0]["published_at"] == now + 1_100
     assert sum(m["application"] == "burst" for m in bodies) == 1_000
     assert all(m["published_at"] >= m["target_ring_at"] for m in bodies)
+
+
+def test_an_express_batch_waiting_for_its_confirms_does_not_hold_the_next(
+    mariadb_store, fake_clock
+):
+    store = mariadb_store
+    publisher = HoldingPublisher(held="quiet")  # a slow confirm for each of quiet's batches
+    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=2, ring_lead_ms=0)
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 1_000)
+    quiet = create(store, now, "quiet", [now + 1_000 + 100 * i for i in range(EXPRESS_LANES)])
+    preload(engine)
+    try:
+        for i in range(EXPRESS_LANES):  # each falls due while the ones before still wait
+            fake_clock.set(now + 1_000 + 100 * i)
+            engine.ringer.run_once()
+            wait_until(lambda: publisher.holding == i + 1)  # noqa: B023 - waited on at once
+    finally:
+        publisher.release.set()
+    drive(engine, fake_clock, now + 2_000)
+    bodies = sent(publisher)
+    published = {m["id"]: m["published_at"] for m in bodies if m["application"] == "quiet"}
+    assert published == {alarm: now + 1_000 + 100 * i for i, alarm in enumerate(quiet)}
+    assert sum(m["application"] == "burst" for m in bodies) == 1_000
 
 
 def test_beside_a_backlog_few_due_go_to_the_express_lane_even_with_a_lane_free(

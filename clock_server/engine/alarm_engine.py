@@ -13,7 +13,7 @@ from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
 from clock_server.engine.preloader import Preloader
-from clock_server.engine.ringer import Ringer
+from clock_server.engine.ringer import EXPRESS_LANES, Ringer
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
 from clock_server.store.ports import (
@@ -140,8 +140,8 @@ class AlarmEngine:
 
     def start(self) -> None:
         try:
-            # a connection per lane and the express lane's, the preloader's, maintenance's
-            self.claims.connect_ahead(self.settings.ring_lanes + 3)
+            # a connection per lane and express lane, the preloader's, maintenance's
+            self.claims.connect_ahead(self.settings.ring_lanes + EXPRESS_LANES + 2)
             self.liveness.join()
         except Exception as error:  # the loops connect and join when the database is back
             log.warning(

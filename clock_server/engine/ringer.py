@@ -33,6 +33,8 @@ from clock_server.timesource import Clock
 log = logging.getLogger(__name__)
 
 DB_RETRY_MS = 1_000
+# Express batches in flight at once: each waits for the broker's confirms and its commit.
+EXPRESS_LANES = 3
 _LEAD_SLACK_MS = 50
 
 
@@ -52,12 +54,14 @@ class Ringer:
     transaction on its own thread: an alarm falling due while a batch waits for the broker's
     confirms and the database's commit is rung at once in another lane instead of waiting.
     When every lane is busy, due alarms gather in the heap and go out as one larger batch,
-    except those of applications with at most ``few_due`` due: one more lane, the express
-    lane, rings them at once, so that a backlog of one application, which keeps every lane
+    except those of applications with at most ``few_due`` due: the express lanes ring them
+    at once, so that a backlog of one application, which keeps every lane
     busy, does not make the others' few alarms wait for a lane. Beside such a backlog they
     go to the express lane even while a lane is free, so that they are not locked and
     published with a large batch of the backlog; and with ``express_publisher`` the express
-    lane publishes on a connection of its own, not queued behind the backlog's messages.
+    lanes publish on a connection of their own, not queued behind the backlog's messages.
+    There are EXPRESS_LANES of them: while one waits for its confirms and its commit, which
+    take tens of milliseconds beside a backlog, the next few due start in another.
 
     With ``lead_ms`` > 0, alarms are taken off the heap that much before they are due and
     their rows locked in advance; the lane then publishes each one the moment it is due, so
@@ -108,8 +112,9 @@ class Ringer:
         metrics.ring_lead_ms.set(self.lead.ms)
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
-        self._express = threading.BoundedSemaphore(1) if lanes > 1 else None
-        self._executor = ThreadPoolExecutor(lanes + 1, "clock-ring-lane") if lanes > 1 else None
+        self._express = threading.BoundedSemaphore(EXPRESS_LANES) if lanes > 1 else None
+        threads = lanes + EXPRESS_LANES
+        self._executor = ThreadPoolExecutor(threads, "clock-ring-lane") if lanes > 1 else None
         self._in_flight: set[futures.Future[None]] = set()
         self._in_flight_lock = threading.Lock()
 
@@ -161,7 +166,7 @@ class Ringer:
         lane; returns seconds until the next of theirs falls due, or None to wait for a lane."""
         assert self._express is not None
         if not self._express.acquire(blocking=False):
-            return None  # the express lane is busy too; the first lane to finish wakes this loop
+            return None  # the express lanes are busy too; the first lane to finish wakes this loop
         now_ms = self.clock.now_ms()
         lead_ms = self.lead.ms
         due, next_due = self.heap.pop_few(now_ms + lead_ms, self.batch, self.few_due)
