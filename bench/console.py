@@ -139,23 +139,23 @@ def time_calls(server: FilledServer, repeat: int) -> dict[str, dict[str, Any]]:
     return timed
 
 
+def measure(rows: int, repeat: int) -> dict[str, Any]:
+    """A table of `rows` alarms, and each call of the console's pages timed `repeat` times."""
+    with tempfile.TemporaryDirectory() as workdir, FilledServer(Path(workdir), rows) as server:
+        print(f"[console] prepared: {server.prepared}", flush=True)
+        timed = time_calls(server, repeat)
+        overview = requests.get(server.base_url + "/v1/overview", timeout=60).json()
+    over = [name for name, t in timed.items() if t["max_ms"] > TARGET_MS]
+    print(f"[console] over {TARGET_MS:.0f} ms at max: {over or 'none'}")
+    return {"prepared": server.prepared, "calls": timed, "overview": overview}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as workdir, FilledServer(Path(workdir), args.rows) as server:
-        print(f"[console] prepared: {server.prepared}", flush=True)
-        timed = time_calls(server, args.repeat)
-        overview = requests.get(server.base_url + "/v1/overview", timeout=60).json()
-    over = [name for name, t in timed.items() if t["max_ms"] > TARGET_MS]
-    print(f"[console] over {TARGET_MS:.0f} ms at max: {over or 'none'}")
-    summary = {
-        "args": vars(args),
-        "prepared": server.prepared,
-        "calls": timed,
-        "overview": overview,
-    }
+    summary = {"args": vars(args), **measure(args.rows, args.repeat)}
     out = ROOT / "bench" / "results" / f"console-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1, default=str))

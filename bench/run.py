@@ -3,6 +3,10 @@
     python -m bench.run                 # every scenario, 3 runs each (about an hour)
     python -m bench.run --quick         # smaller figures, 1 run each (about 8 minutes)
     python -m bench.run --only steady,burst --runs 2
+    python -m bench.run --only noisy,purge,console --tiny
+
+Besides the Results table's scenarios it runs the noisy neighbour (bench.noisy), the
+retention purge under load (bench.purge) and the console at scale (bench.console).
 
 Writes bench/results/<stamp>.json and .md and docs/perf/lateness.png.
 """
@@ -20,17 +24,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import limits, report, scenarios
+from bench import console, limits, noisy, purge, report, scenarios
 from bench.stats import median_and_spread
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = {"steady_s": 60, "burst": 1_000_000, "scale_rows": 10_000_000, "create_s": 30,
-        "batch_alarms": 200_000, "peer_steady_s": 60, "peer_burst": 100_000}  # fmt: skip
+        "batch_alarms": 200_000, "peer_steady_s": 60, "peer_burst": 100_000,
+        "noisy_burst": 100_000, "purge_rows": 1_000_000, "console_rows": 10_000_000}  # fmt: skip
 QUICK = {"steady_s": 20, "burst": 100_000, "scale_rows": 1_000_000, "create_s": 10,
-         "batch_alarms": 50_000, "peer_steady_s": 20, "peer_burst": 20_000}  # fmt: skip
+         "batch_alarms": 50_000, "peer_steady_s": 20, "peer_burst": 20_000,
+         "noisy_burst": 50_000, "purge_rows": 200_000, "console_rows": 1_000_000}  # fmt: skip
 TINY = {"steady_s": 5, "burst": 5_000, "scale_rows": 50_000, "create_s": 3,
-        "batch_alarms": 5_000, "peer_steady_s": 5, "peer_burst": 2_000}  # fmt: skip
-SCENARIOS = ("limits", "steady", "burst", "scale", "create", "mixed", "peers", "clients")
+        "batch_alarms": 5_000, "peer_steady_s": 5, "peer_burst": 2_000,
+        "noisy_burst": 5_000, "purge_rows": 20_000, "console_rows": 50_000}  # fmt: skip
+SCENARIOS = ("limits", "steady", "burst", "scale", "create", "mixed", "peers", "clients",
+             "noisy", "purge", "console")  # fmt: skip
 
 
 def run_repeated(runs: int, label: str, once: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
@@ -118,8 +126,34 @@ def main() -> None:
         # the peers' burst size for clock too, so that their rates compare like with like
         raw["peer_size_burst"] = repeat(runs, f"burst of {sizes['peer_burst']:,}",
                                         lambda: scenarios.burst(workdir, sizes["peer_burst"], **server))  # fmt: skip
+    if "noisy" in chosen:
+        raw["noisy"] = repeat(runs, "noisy neighbour", lambda: noisy_pair(workdir, sizes))
+    if "purge" in chosen:
+        raw["purge"] = repeat(runs, "purge", lambda: purge_pair(workdir, sizes))
+    if "console" in chosen:  # one filled table; each call is timed several times in it
+        raw["console"] = repeat(1, "console", lambda: console.measure(sizes["console_rows"], 7))
     partial.write_text(json.dumps(raw, default=str))
     finish(raw, stamp)
+
+
+def noisy_pair(workdir: Path, sizes: dict[str, int]) -> dict[str, Any]:
+    """A's burst alone, then beside B's 100 alarms a second."""
+    return {
+        side: noisy.run_once(workdir, sizes["noisy_burst"], 100, side == "beside")
+        for side in ("alone", "beside")
+    }
+
+
+def purge_pair(workdir: Path, sizes: dict[str, int]) -> dict[str, Any]:
+    """Steady 1,000/s on a table without finished rows, then while a backlog is purged."""
+    pair = {}
+    for side in ("baseline", "purge"):
+        rows, age_days = purge.SIDES[side]
+        pair[side] = purge.one_run(
+            workdir, sizes["purge_rows"] if rows is None else rows, age_days, 1_000,
+            min(sizes["steady_s"], 30), 2.0, 900,
+        )  # fmt: skip
+    return pair
 
 
 def finish(raw: dict[str, Any], stamp: str | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bench.operate_targets import console_rows, noisy_rows, purge_rows
 from bench.report import spread
 from bench.stats import median_and_spread
 
@@ -174,6 +175,12 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
         ]
     if "peers" in raw:
         rows += _peer_rows(raw, pick)
+    if "noisy" in raw:
+        rows += noisy_rows(raw["noisy"], pick, _row)
+    if "purge" in raw:
+        rows += purge_rows(raw["purge"], pick, _row)
+    if "console" in raw:
+        rows += console_rows(raw["console"], _row)
     if "limits" in raw:
         rows.append(
             _row(
