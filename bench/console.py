@@ -94,6 +94,9 @@ def fill(server: FilledServer, rows: int) -> dict[str, float]:
 def calls(server: FilledServer) -> dict[str, str]:
     """What the console's pages ask, by what the page shows."""
     now = int(time.time() * 1000)
+    seq = min(123_453, server.rows)
+    seq -= (seq - 3) % 10  # an alarm of app-3 (seq % 10 == 3) that the fill made
+    key = f"order-{seq}"
     dead_page = requests.get(server.base_url + "/v1/alarms?status=dead&limit=50", timeout=60).json()
     return {
         "overview page: GET /v1/overview": "/v1/overview",
@@ -104,11 +107,11 @@ def calls(server: FilledServer) -> dict[str, str]:
         "search, status dead": "/v1/alarms?status=dead&limit=50",
         "search, status dead, next page": f"/v1/alarms?status=dead&limit=50&cursor={dead_page['next_cursor']}",
         "search, application + status dead": "/v1/alarms?application=app-3&status=dead&limit=50",
-        "search, application + business_id prefix": "/v1/alarms?application=app-3&business_id_prefix=order-12343&limit=50",
+        "search, application + business_id prefix": f"/v1/alarms?application=app-3&business_id_prefix={key[:-1]}&limit=50",
         "search, application + due range": f"/v1/alarms?application=app-3&due_from={now + 3_600_000}&due_to={now + 7_200_000}&limit=50",
         "search, pending due within 15 min": f"/v1/alarms?status=pending&due_from={now}&due_to={now + 900_000}&limit=50",
-        "search, exact business_id": "/v1/alarms/app-3/order-123453",
-        "alarm detail: history": "/v1/alarms/app-3/order-123453/events",
+        "search, exact business_id": f"/v1/alarms/app-3/{key}",
+        "alarm detail: history": f"/v1/alarms/app-3/{key}/events",
         "the page: GET /console": "/console",
     }
 
