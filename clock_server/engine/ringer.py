@@ -57,7 +57,7 @@ class Ringer:
     except those of applications with at most ``few_due`` due: the express lanes ring them
     at once, so that a backlog of one application, which keeps every lane
     busy, does not make the others' few alarms wait for a lane. Beside such a backlog they
-    go to the express lane even while a lane is free, so that they are not locked and
+    go to an express lane even while a lane is free, so that they are not locked and
     published with a large batch of the backlog; and with ``express_publisher`` the express
     lanes publish on a connection of their own, not queued behind the backlog's messages.
     There are EXPRESS_LANES of them: while one waits for its confirms and its commit, which
