@@ -122,12 +122,11 @@ class SqlClaimStore:
         The events of its outcomes are written last, in one statement, and its dead letters
         in another when any alarm died."""
         with translate_errors(), self.store.engine.begin() as conn:
-            letters = DeadLetterRows() if self.dead_letters else None
-            tx = SqlRingTransaction(conn, self.store.caps, letters)
+            tx = SqlRingTransaction(conn, self.store.caps, self.dead_letters)
             yield tx
             tx.events.write(conn)
-            if letters is not None:
-                letters.write(conn)
+            if tx.dead_letters is not None:
+                tx.dead_letters.write(conn)
 
     def connect_ahead(self, connections: int) -> None:
         open_ahead(self.store.engine, connections)
@@ -140,13 +139,13 @@ class SqlRingTransaction:
     `events` and written when the transaction ends (a ring is read from the row itself).
     """
 
-    def __init__(
-        self, conn: Connection, caps: Capabilities, dead_letters: DeadLetterRows | None = None
-    ) -> None:
+    def __init__(self, conn: Connection, caps: Capabilities, dead_letters: bool = False) -> None:
         self.conn = conn
         self.caps = caps
-        self.events = RingEvents()
-        self.dead_letters = dead_letters
+        self._locked: list[RingRow] = []
+        self._by_id: dict[int, RingRow] | None = None  # built when an outcome needs a row
+        self.events = RingEvents(self._row_of)
+        self.dead_letters = DeadLetterRows(self._row_of) if dead_letters else None
 
     def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
         """Lock the claimed rows and return those still pending with the claimed version.
@@ -161,9 +160,8 @@ class SqlRingTransaction:
             for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk)):
                 if row[7] == wanted[row[0]]:
                     live.append(make(row[:7]))
-        self.events.locked(live)
-        if self.dead_letters is not None:
-            self.dead_letters.locked(live)
+        self._locked += live
+        self._by_id = None
         return live
 
     def mark_rung(self, rung_at: Sequence[tuple[int, int]], now_ms: int) -> None:
@@ -206,6 +204,12 @@ class SqlRingTransaction:
                     update_time=now_ms,
                 )
             )
+
+    def _row_of(self, alarm_id: int) -> RingRow | None:
+        """A row this batch locked."""
+        if self._by_id is None:
+            self._by_id = {row.id: row for row in self._locked}
+        return self._by_id.get(alarm_id)
 
     def _set_final(self, ids: Sequence[int], status: str, now_ms: int, also: str = "") -> None:
         """Written out like lock_live's statement: no statement object built per batch."""

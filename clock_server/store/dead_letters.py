@@ -15,7 +15,7 @@ simply adds another row.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, delete, func, select
 
@@ -42,20 +42,15 @@ class DeadLetterRows:
     """The dead letters of one ring batch, gathered while its outcomes are recorded and
     written at the end of its transaction in one statement (none when nothing died)."""
 
-    def __init__(self) -> None:
-        self._locked: list[list[RingRow]] = []
+    def __init__(self, row_of: Callable[[int], RingRow | None]) -> None:
+        self._row_of = row_of  # the batch's locked rows, by id
         self._rows: list[tuple[object, ...]] = []
-
-    def locked(self, rows: list[RingRow]) -> None:
-        self._locked.append(rows)
 
     def dead(self, ids: Sequence[int], now_ms: int, error: str) -> None:
         """The alarms `ids`, locked by this batch, died now of `error` on their last try."""
-        if not ids:
-            return
-        by_id = {row.id: row for rows in self._locked for row in rows}
         for alarm_id in ids:
-            row = by_id[alarm_id]
+            row = self._row_of(alarm_id)
+            assert row is not None, f"alarm {alarm_id} died outside its ring batch"
             self._rows.append(
                 (
                     row.id,

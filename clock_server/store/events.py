@@ -12,7 +12,7 @@ deletes the alarm before its events: one lock order for all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import orjson
@@ -100,18 +100,13 @@ class RingEvents:
     """A ring batch's events, gathered while its outcomes are recorded and written at the
     end of its transaction in one statement (none when every alarm rang).
 
-    The attempt numbers come from the rows the batch locked: `locked` is told of them, and
-    they are looked up only when an outcome needs one.
+    The attempt numbers come from the rows the batch locked, which `row_of` looks up by id;
+    only an outcome that needs one looks.
     """
 
-    def __init__(self) -> None:
-        self._locked: list[RingRow] = []
-        self._by_id: dict[int, RingRow] | None = None
+    def __init__(self, row_of: Callable[[int], RingRow | None]) -> None:
+        self._row = row_of
         self._events: list[EventRow] = []
-
-    def locked(self, rows: list[RingRow]) -> None:
-        self._locked += rows
-        self._by_id = None
 
     def expired(self, ids: Sequence[int], now_ms: int) -> None:
         for alarm_id in ids:
@@ -159,8 +154,3 @@ class RingEvents:
             error=error[:_ERROR_CHARS],
             retry_at=retry_at,
         )
-
-    def _row(self, alarm_id: int) -> RingRow | None:
-        if self._by_id is None:
-            self._by_id = {row.id: row for row in self._locked}
-        return self._by_id.get(alarm_id)
