@@ -22,6 +22,7 @@ from .models import (
     Application,
     ApplicationCounts,
     BatchResult,
+    Counted,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "ClockError",
     "Conflict",
     "Consumer",
+    "Counted",
     "Forbidden",
     "NotFound",
     "RateLimited",

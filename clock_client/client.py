@@ -22,6 +22,7 @@ from .models import (
     AlarmPage,
     Application,
     BatchResult,
+    Counted,
     alarm_from_json,
     application_from_json,
     applications_from_json,
@@ -139,9 +140,15 @@ class ClockClient:
         target_ring_at: int | datetime | None = None,
         delay: float | timedelta | None = None,
         latest_ring_at: int | datetime | None = None,
+        ring_after_count: int | None = None,
+        count_only: bool = False,
     ) -> Alarm:
         """Create an alarm due at ``target_ring_at`` (epoch ms or aware datetime) or after
         ``delay`` (seconds or timedelta); give exactly one.
+
+        With ``ring_after_count`` N it rings once N were counted on it (``count()``), or at
+        its time, whichever comes first; ``count_only=True`` (and no time) rings by the
+        count alone.
 
         Idempotent: if (application, business_id) exists, the stored alarm is returned
         unchanged (compare ``payload``/``target_ring_at`` if that matters to you).
@@ -156,8 +163,27 @@ class ClockClient:
             target_ring_at=target_ring_at,
             delay=delay,
             latest_ring_at=latest_ring_at,
+            ring_after_count=ring_after_count,
+            count_only=count_only,
         )
         return alarm_from_json(self._request("POST", "/v1/alarms", json=body))
+
+    def count(
+        self,
+        application: str,
+        business_id: str,
+        *,
+        increment_id: str | None = None,
+        by: int = 1,
+    ) -> Counted:
+        """Count ``by`` (1 to 1,000) on a count-triggered alarm. With ``increment_id``, a
+        repeat (a retry) counts nothing and answers ``counted`` False. Raises Conflict once
+        the alarm rang, was cancelled or its count was reached; NotFound if unknown."""
+        body: dict[str, Any] = {"by": by}
+        if increment_id is not None:
+            body["increment_id"] = increment_id
+        path = self._alarm_path(application, business_id) + "/count"
+        return Counted.from_dict(self._request("POST", path, json=body))
 
     def batch_create(self, items: Sequence[Mapping[str, Any]]) -> builtins.list[BatchResult]:
         """Create many alarms; returns one BatchResult per item, in order.

@@ -62,10 +62,38 @@ def create_body(
     target_ring_at: int | datetime | None = None,
     delay: float | timedelta | None = None,
     latest_ring_at: int | datetime | None = None,
+    ring_after_count: int | None = None,
+    count_only: bool = False,
 ) -> dict[str, Any]:
     """The JSON body creating one alarm; which fields are required is the server's rule."""
-    body = {"application": application, "business_id": business_id, "payload": payload}
+    body: dict[str, Any] = {
+        "application": application,
+        "business_id": business_id,
+        "payload": payload,
+    }
+    if ring_after_count is not None:
+        body["ring_after_count"] = ring_after_count
+    if count_only:
+        body["count_only"] = True
     return body | timing_fields(target_ring_at, delay, latest_ring_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """The answer to a count: the alarm after it, whether it counted (False for a repeated
+    increment_id), and whether it reached ``ring_after_count`` (the alarm rings now)."""
+
+    alarm: Alarm
+    counted: bool
+    reached: bool
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Counted:
+        return cls(
+            alarm=Alarm.from_dict(data["alarm"]),
+            counted=_get(data, "counted", bool),
+            reached=_get(data, "reached", bool),
+        )
 
 
 def from_epoch_ms(ms: int) -> datetime:
@@ -103,6 +131,8 @@ class Alarm:
     rung_at: int | None
     created_at: int
     updated_at: int
+    ring_after_count: int | None = None  # a count-triggered alarm: rings at this count
+    count: int = 0  # counted on it so far
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Alarm:
@@ -123,6 +153,8 @@ class Alarm:
             rung_at=_get(data, "rung_at", int, optional=True),
             created_at=_get(data, "created_at", int),
             updated_at=_get(data, "updated_at", int),
+            ring_after_count=_get(data, "ring_after_count", int, optional=True),
+            count=_get(data, "count", int, optional=True) or 0,
         )
 
     @property

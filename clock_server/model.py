@@ -15,6 +15,8 @@ STATUSES = (PENDING, RUNG, CANCELLED, EXPIRED, DEAD)
 
 # Largest epoch ms we accept: 9999-12-31T23:59:59.999Z.
 MAX_EPOCH_MS = 253_402_300_799_999
+MAX_RING_AFTER_COUNT = 1_000_000
+MAX_INCREMENT_BY = 1_000
 
 # An application names a routing key and a queue (clock.<application>): the one rule for it.
 APPLICATION_CHARS = "A-Z, a-z, 0-9, '.', '_' or '-'"
@@ -38,6 +40,7 @@ class NewAlarm:
     target_ring_at: int
     latest_ring_at: int | None
     created_by: str | None = None
+    ring_after_count: int | None = None  # rings once this many are counted, or at the target
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,8 @@ class Alarm:
     rung_at: int | None
     created_at: int
     updated_at: int
+    ring_after_count: int | None = None  # a count-triggered alarm: rings at this count
+    count: int = 0  # what was counted on it so far
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +113,8 @@ class Alarm:
             "rung_at": self.rung_at,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "ring_after_count": self.ring_after_count,
+            "count": self.count,
         }
 
 
@@ -117,7 +124,11 @@ MOVED = "moved"  # a PATCH changed the target (and perhaps more)
 CHANGED = "changed"  # a PATCH changed the cutoff or the payload, not the target
 ATTEMPT_FAILED = "attempt_failed"
 REDRIVEN = "redriven"
-EVENT_KINDS = (CREATED, MOVED, CHANGED, CANCELLED, ATTEMPT_FAILED, RUNG, EXPIRED, DEAD, REDRIVEN)
+COUNT_REACHED = "count_reached"  # a count-triggered alarm's count reached ring_after_count
+EVENT_KINDS = (
+    CREATED, MOVED, CHANGED, CANCELLED, ATTEMPT_FAILED, COUNT_REACHED, RUNG, EXPIRED, DEAD,
+    REDRIVEN,
+)  # fmt: skip
 
 # Who acted, besides an application acting on its own alarms.
 ADMIN = "admin"  # an admin token
@@ -168,6 +179,13 @@ class RingRow(NamedTuple):
     target_ring_at: int
     latest_ring_at: int | None
     retry_times: int
+    ring_after_count: int | None = None
+    counted: int = 0
+
+    @property
+    def count_reached(self) -> bool:
+        """A count-triggered alarm whose count was reached: it rings before its target."""
+        return self.ring_after_count is not None and self.counted >= self.ring_after_count
 
 
 class OutgoingMessage(NamedTuple):

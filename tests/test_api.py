@@ -27,6 +27,7 @@ MINUTE = 60_000
 ALARM_KEYS = {
     "id", "application", "business_id", "payload", "target_ring_at", "latest_ring_at",
     "next_try_time", "retry_times", "status", "rung_at", "created_at", "updated_at",
+    "ring_after_count", "count",
 }  # fmt: skip
 _ANY = object()
 
@@ -149,6 +150,8 @@ def test_create_returns_201_and_the_full_alarm(api) -> None:
         "rung_at": None,
         "created_at": NOW,
         "updated_at": NOW,
+        "ring_after_count": None,
+        "count": 0,
     }
     assert rows(api) == [alarm]
     assert api.notifier.due == [NOW + MINUTE]
@@ -1260,6 +1263,7 @@ def test_openapi_documents_every_route_the_app_serves(api) -> None:
         "/v1/alarms/{application}/{business_id}",
         "/v1/alarms/{application}/{business_id}/events",
         "/v1/alarms/{application}/{business_id}/redrive",
+        "/v1/alarms/{application}/{business_id}/count",
         "/v1/alarms/redrive",
         "/v1/alarms/cancel",
         "/v1/applications",

@@ -333,3 +333,16 @@ def test_console_responses_carry_strict_headers(server: ConsoleServer):
     assert requests.get(server.base_url + "/v1/overview", timeout=5).status_code == 401
     overview: Any = server.api("GET", "/v1/overview", token=READER)
     assert overview["by_status"]["dead"]["count"] >= 0
+
+
+def test_the_detail_of_a_count_triggered_alarm_shows_its_count(page: Page, server: ConsoleServer):
+    server.create("orders", "count-1", "p", ring_after_count=3, target_ring_at=NOW + 60 * MIN)
+    server.api("POST", "/v1/alarms/orders/count-1/count", json={"increment_id": "a", "by": 2})
+    login(page, server, where="#alarm/orders/count-1")
+    expect(page.locator("#fields tr[data-field=ring_after_count] td").nth(1)).to_have_text("3")
+    expect(page.locator("#fields tr[data-field=count] td").nth(1)).to_have_text("2")
+    server.api("POST", "/v1/alarms/orders/count-1/count", json={"increment_id": "b"})
+    page.reload()
+    expect(page.locator("#history tr[data-kind=count_reached] td").nth(3)).to_have_text(
+        "count 3 of 3"
+    )

@@ -305,6 +305,7 @@ _TEMPLATES = [
     (re.compile(r"/v1/alarms/cancel"), "/v1/alarms/cancel"),
     (re.compile(r"/v1/alarms/[^/]+/.+/events", re.S), f"{ONE}/events"),
     (re.compile(r"/v1/alarms/[^/]+/.+/redrive", re.S), f"{ONE}/redrive"),
+    (re.compile(r"/v1/alarms/[^/]+/.+/count", re.S), f"{ONE}/count"),
     (re.compile(r"/v1/alarms/[^/]+/.+", re.S), ONE),
     (re.compile(r"/v1/applications"), "/v1/applications"),
     (re.compile(r"/v1/applications/[^/]+"), "/v1/applications/{application}"),

@@ -162,9 +162,10 @@ def test_a_run_deletes_in_transactions_of_at_most_the_batch(
     assert all("FOR UPDATE" not in s and "LOCK" not in s for s in statements)
     sizes = [len(statements[i].split("IN (")[1].split(")")[0].split(",")) for i in deletes]
     assert sizes == [3, 3, 3, 1]
-    for index in deletes:  # each delete, then its alarms' events, is a transaction of its own
+    for index in deletes:  # each delete, then what is kept with its alarms, is a transaction
         assert statements[index + 1].startswith("DELETE FROM clock_event ")
-        assert statements[index + 2] == "<commit>"
+        assert statements[index + 2].startswith("DELETE FROM clock_count_increment ")
+        assert statements[index + 3] == "<commit>"
     reads = [s for s in statements if "FROM clock" in s and "GROUP_CONCAT" in s]
     assert reads and all("ORDER BY next_try_time, id LIMIT 3)" in s for s in reads)
     assert keys(db) == {"kept"}

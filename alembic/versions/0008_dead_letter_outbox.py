@@ -8,7 +8,7 @@ Rows leave as soon as they are published: the table stays small.
 
 Revision ID: 0008
 Revises: 0007
-Create Date: 2026-11-28
+Create Date: 2026-11-25
 """
 
 import sqlalchemy as sa

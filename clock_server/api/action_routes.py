@@ -4,11 +4,13 @@ with who did it."""
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify, request
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
 
 from clock_server.api import validation
 from clock_server.api.access import actor, admin_actor, authorize_admin
-from clock_server.api.routes import check_key, json_body, notify, services
+from clock_server.api.routes import check_key, notify, optional_json_body, services
 
 actions = Blueprint("actions", __name__)
 
@@ -56,10 +58,6 @@ def bulk_cancel() -> Response:
     return jsonify(outcome.to_json())
 
 
-def _body() -> dict:  # type: ignore[type-arg]
+def _body() -> dict[str, Any]:
     """The JSON body; none at all is an empty object (a re-drive due now)."""
-    if request.content_length == 0 or (
-        request.content_length is None and "Transfer-Encoding" not in request.headers
-    ):
-        return {}
-    return json_body(BODY_MAX_BYTES, "16 KiB")
+    return optional_json_body(BODY_MAX_BYTES, "16 KiB")

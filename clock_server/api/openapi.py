@@ -28,6 +28,8 @@ _ALARM = {
         "rung_at",
         "created_at",
         "updated_at",
+        "ring_after_count",
+        "count",
     ],
     "properties": {
         "id": {"type": "integer"},
@@ -44,6 +46,12 @@ _ALARM = {
         "retry_times": {"type": "integer"},
         "status": {"type": "string", "enum": list(STATUSES)},
         "rung_at": {"type": ["integer", "null"], "description": "epoch ms of the publish"},
+        "ring_after_count": {
+            "type": ["integer", "null"],
+            "description": "a count-triggered alarm rings once this many were counted, or at "
+            "target_ring_at (its deadline), whichever comes first; null: by time only",
+        },
+        "count": {"type": "integer", "description": "counted so far (POST .../count)"},
         "created_at": {"type": "integer"},
         "updated_at": {"type": "integer"},
     },
@@ -71,7 +79,7 @@ _EVENT = {
             "kept the target (latest_ring_at_from, latest_ring_at_to, payload_changed); "
             "attempt_failed (attempt, error, retry_at unless it was the last); rung "
             "(attempt); expired (latest_ring_at, attempts); dead (attempts, error); "
-            "redriven (from_status, due_at)",
+            "redriven (from_status, due_at); count_reached (count, ring_after_count)",
             "properties": {
                 "target_ring_at": _MS,
                 "latest_ring_at": _MS_OR_NULL,
@@ -85,6 +93,8 @@ _EVENT = {
                 "error": {"type": "string"},
                 "retry_at": _MS,
                 "from_status": {"type": "string", "enum": list(STATUSES)},
+                "count": {"type": "integer"},
+                "ring_after_count": {"type": "integer"},
                 "due_at": _MS,
             },
         },
@@ -270,6 +280,40 @@ _BULK_OUTCOME = {
 }
 
 
+def _count_path() -> dict[str, Any]:
+    counted = {
+        "type": "object",
+        "required": ["alarm", "counted", "reached"],
+        "properties": {
+            "alarm": _ref("Alarm"),
+            "counted": {"type": "boolean", "description": "false: a repeated increment_id"},
+            "reached": {
+                "type": "boolean",
+                "description": "this count reached ring_after_count: the alarm rings now",
+            },
+        },
+    }
+    body = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "increment_id": {"type": "string", "minLength": 1, "maxLength": 128},
+            "by": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1},
+        },
+    }
+    return {
+        "parameters": _KEY_PARAMS,
+        "post": {
+            "summary": "Count on a count-triggered alarm; a repeated increment_id counts nothing",
+            "requestBody": {"required": False, **_json(body)},
+            "responses": {
+                "200": {"description": "the alarm after the count", **_json(counted)},
+                **_errors(400, 401, 403, 404, 409, 503),
+            },
+        },
+    }
+
+
 def _action_paths() -> dict[str, Any]:
     """Re-drive, the bulk actions, and what the caller's token may do."""
     bulk_errors = _errors(400, 401, 403, 503)
@@ -438,14 +482,35 @@ def _alarm_ok(description: str) -> dict[str, Any]:
 def _only(given: str, absent: str) -> dict[str, Any]:
     return {
         "required": [given],
-        "properties": {given: {"type": "integer"}, absent: {"type": "null"}},
+        "properties": {
+            given: {"type": "integer"},
+            absent: {"type": "null"},
+            "count_only": {"not": {"const": True}},
+        },
     }
 
 
+_COUNT_ONLY = {
+    "required": ["count_only", "ring_after_count"],
+    "properties": {
+        "count_only": {"const": True},
+        "ring_after_count": {"type": "integer"},
+        "target_ring_at": {"type": "null"},
+        "delay_ms": {"type": "null"},
+        "latest_ring_at": {"type": "null"},
+    },
+}
+
+
 def _create_schema() -> dict[str, Any]:
-    """CreateAlarm's model schema, plus the rule the model checks in code: one target only."""
+    """CreateAlarm's model schema, plus the rules the model checks in code: one target only,
+    or none and no cutoff for a count-only alarm."""
     schema = CreateAlarm.model_json_schema(ref_template=_REF)
-    schema["oneOf"] = [_only("target_ring_at", "delay_ms"), _only("delay_ms", "target_ring_at")]
+    schema["oneOf"] = [
+        _only("target_ring_at", "delay_ms"),
+        _only("delay_ms", "target_ring_at"),
+        _COUNT_ONLY,
+    ]
     return schema
 
 
@@ -658,6 +723,7 @@ def openapi_document() -> dict[str, Any]:
         },
     }
     paths.update(_action_paths())
+    paths["/v1/alarms/{application}/{business_id}/count"] = _count_path()
     paths["/v1/overview"] = overview_path(_admin_errors(401, 403, 503))
     return {
         "openapi": "3.1.0",

@@ -20,6 +20,8 @@ from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store.alarm_search import order_of, position
 
+INCREMENT_MAX_BYTES = 1_024  # an increment_id of 128 characters and a count fit easily
+
 api = Blueprint("api", __name__)
 
 
@@ -117,6 +119,26 @@ def cancel_alarm(application: str, business_id: str) -> Response:
     return jsonify(alarm.to_json())
 
 
+@api.post("/v1/alarms/<application>/<path:business_id>/count")
+def count_alarm(application: str, business_id: str) -> Response:
+    svc = services()
+    check_key(application, business_id)
+    data = optional_json_body(INCREMENT_MAX_BYTES, "1 KiB")
+    increment_id, by = validation.increment(data)
+    now_ms = svc.clock.now_ms()
+    counted = svc.counts.count(
+        application, business_id, increment_id, by, now_ms, actor=actor(application)
+    )
+    if counted.reached:
+        notify(svc, now_ms)
+    body = {
+        "alarm": counted.alarm.to_json(),
+        "counted": counted.counted,
+        "reached": counted.reached,
+    }
+    return jsonify(body)
+
+
 @api.get("/v1/alarms/<application>/<path:business_id>/events")
 def alarm_events(application: str, business_id: str) -> Response:
     if not _names_the_events():
@@ -192,6 +214,15 @@ def json_body(max_bytes: int, limit_name: str) -> dict[str, Any]:
         )
     request.max_content_length = max_bytes  # a body without a length is cut off there
     return validation.parse_json(request.get_data(cache=False))
+
+
+def optional_json_body(max_bytes: int, limit_name: str) -> dict[str, Any]:
+    """`json_body`, or an empty object when the request has no body at all."""
+    if request.content_length == 0 or (
+        request.content_length is None and "Transfer-Encoding" not in request.headers
+    ):
+        return {}
+    return json_body(max_bytes, limit_name)
 
 
 def check_key(application: str, business_id: str) -> None:

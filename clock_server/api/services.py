@@ -15,6 +15,7 @@ from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
+from clock_server.store.counts import AlarmCounts
 from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.group_commit import GroupCommit
 from clock_server.store.history import AlarmHistory
@@ -72,6 +73,7 @@ class Services:
     single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
     history: AlarmHistory = field(init=False)  # each alarm's events
     interventions: AlarmInterventions = field(init=False)  # re-drive, bulk actions
+    counts: AlarmCounts = field(init=False)  # counting on count-triggered alarms
     applications: SqlApplicationRegistry = field(init=False)
     policies: CachedPolicies = field(init=False)  # the registry as of a few seconds ago
     limiter: SharedRateLimiter = field(init=False)  # creation rates, service-wide
@@ -86,6 +88,7 @@ class Services:
     def __post_init__(self) -> None:
         self.history = AlarmHistory(self.store)
         self.interventions = AlarmInterventions(self.store)
+        self.counts = AlarmCounts(self.store)
         self.applications = SqlApplicationRegistry(self.store)
         self.engines = SqlEngineRegistry(self.store)
         self.policies = CachedPolicies(

@@ -16,6 +16,8 @@ from clock_server.model import (
     APPLICATION_CHARS,
     APPLICATION_PATTERN,
     MAX_EPOCH_MS,
+    MAX_INCREMENT_BY,
+    MAX_RING_AFTER_COUNT,
     STATUSES,
     AlarmChanges,
     AlarmFilter,
@@ -40,6 +42,16 @@ Application = Annotated[
 ]
 BusinessId = Annotated[Text, Field(min_length=1, max_length=128)]
 DelayMs = Annotated[int, Field(ge=0, le=MAX_EPOCH_MS, description="ring this many ms from now")]
+RingAfterCount = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=MAX_RING_AFTER_COUNT,
+        description="ring once this many were counted (POST .../count), or at the target "
+        "time, whichever comes first",
+    ),
+]
+IncrementBy = Annotated[int, Field(ge=1, le=MAX_INCREMENT_BY)]
 
 
 class _Body(BaseModel):
@@ -65,6 +77,8 @@ class CreateAlarm(_Body):
     target_ring_at: EpochMs | None = None
     delay_ms: DelayMs | None = None
     latest_ring_at: EpochMs | None = None
+    ring_after_count: RingAfterCount | None = None
+    count_only: bool | None = None
 
 
 class UpdateAlarm(_Body):
@@ -108,17 +122,58 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def new_alarm(data: Any, now_ms: int, payload_max_bytes: int) -> NewAlarm:
-    """Validate a create request; the target comes from delay_ms when that is given."""
+    """Validate a create request; the target comes from delay_ms when that is given. A
+    count-only alarm (`count_only` with `ring_after_count`) has no time: its target is the
+    end of the year 9999, so it rings by its count alone."""
     if not isinstance(data, dict):
         raise ValidationError("each alarm must be a JSON object")
     body = _validate(CreateAlarm, data, payload_max_bytes)
-    target = _one_target(body.target_ring_at, body.delay_ms, now_ms, required=True)
+    target: int | None
+    if body.count_only:
+        target = _count_only_target(body)
+    else:
+        no_time = body.target_ring_at is None and body.delay_ms is None
+        if body.ring_after_count is not None and no_time:
+            raise ValidationError(
+                "a count-triggered alarm needs its deadline (target_ring_at or delay_ms), "
+                "or count_only: true to ring by its count alone",
+                field="target_ring_at",
+            )
+        target = _one_target(body.target_ring_at, body.delay_ms, now_ms, required=True)
     assert target is not None
     if body.latest_ring_at is not None and body.latest_ring_at < target:
         raise ValidationError(
             "latest_ring_at must not be before target_ring_at", field="latest_ring_at"
         )
-    return NewAlarm(body.application, body.business_id, body.payload, target, body.latest_ring_at)
+    return NewAlarm(
+        body.application,
+        body.business_id,
+        body.payload,
+        target,
+        body.latest_ring_at,
+        ring_after_count=body.ring_after_count,
+    )
+
+
+def _count_only_target(body: CreateAlarm) -> int:
+    if body.ring_after_count is None:
+        raise ValidationError("count_only needs ring_after_count", field="ring_after_count")
+    for name in ("target_ring_at", "delay_ms", "latest_ring_at"):
+        if getattr(body, name) is not None:
+            raise ValidationError(f"a count_only alarm has no time: leave out {name}", field=name)
+    return MAX_EPOCH_MS
+
+
+class Increment(_Body):
+    """POST .../count: how much to add, and an id that makes a repeat count nothing."""
+
+    increment_id: BusinessId | None = None
+    by: IncrementBy = 1
+
+
+def increment(data: dict[str, Any]) -> tuple[str | None, int]:
+    body = _validate(Increment, data, None)
+    return body.increment_id, body.by
 
 
 def alarm_changes(data: dict[str, Any], now_ms: int, payload_max_bytes: int) -> AlarmChanges:

@@ -416,6 +416,10 @@ def _interleaved(rows: list[RingRow]) -> list[RingRow]:
 
 
 def _ready_at(row: RingRow, due_at: dict[int, int]) -> int:
+    """Never before the target, unless the alarm's count was reached: its target is then only
+    the deadline it beat."""
+    if row.count_reached:
+        return due_at[row.id]
     return max(due_at[row.id], row.target_ring_at)
 
 
@@ -429,6 +433,9 @@ def _message(row: RingRow, published_at: int) -> OutgoingMessage:
         "attempt": row.retry_times + 1,
         "published_at": published_at,
     }
+    if row.ring_after_count is not None:  # what made it ring: its count, or its deadline
+        body["trigger"] = "count" if row.count_reached else "time"
+        body["count"] = row.counted
     return OutgoingMessage(
         message_id=str(row.id),
         application=row.application,

@@ -24,6 +24,8 @@ def alarm_from_row(row: Row) -> Alarm:
         rung_at=row.rung_at,
         created_at=row.create_time,
         updated_at=row.update_time,
+        ring_after_count=row.ring_after_count,
+        count=row.counted,
     )
 
 
@@ -62,6 +64,7 @@ def insert_values(new: NewAlarm, now_ms: int) -> dict[str, Any]:
         "create_time": now_ms,
         "update_time": now_ms,
         "created_by": new.created_by,
+        "ring_after_count": new.ring_after_count,
     }
 
 
@@ -79,6 +82,7 @@ def alarm_from_values(alarm_id: int, values: dict[str, Any]) -> Alarm:
         rung_at=None,
         created_at=values["create_time"],
         updated_at=values["update_time"],
+        ring_after_count=values["ring_after_count"],
     )
 
 

@@ -158,8 +158,8 @@ class SqlRingTransaction:
         make = RingRow._make
         for chunk in chunks(sorted(wanted), _ID_CHUNK):
             for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk)):
-                if row[7] == wanted[row[0]]:
-                    live.append(make(row[:7]))
+                if row[9] == wanted[row[0]]:
+                    live.append(make(row[:9]))
         self._locked += live
         self._by_id = None
         return live

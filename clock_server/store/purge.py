@@ -7,7 +7,7 @@ next_try_time, so the (status, next_try_time) index lists each status's finished
 the order they finished. The purge reads that index with plain reads, which lock nothing, and
 deletes by primary key in short transactions of at most 1,000 rows, re-checking status and
 finish time so that a row changed since the read is kept, and the deleted alarms' events
-with them. Finished rows are never locked by
+and counted increment ids with them. Finished rows are never locked by
 the ring path (it locks claimed, pending rows), so a delete waits on nobody and nobody waits
 on it, except an API call on that very finished alarm for the few milliseconds of the
 transaction.
@@ -24,13 +24,19 @@ from clock_server.model import CANCELLED, DEAD, EXPIRED, RUNG
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.ports import PurgeBatch
-from clock_server.store.schema import alarm_table, event_table, job_lease_table
+from clock_server.store.schema import (
+    alarm_table,
+    count_increment_table,
+    event_table,
+    job_lease_table,
+)
 from clock_server.store.sql import param_marker, translate_errors
 
 FINISHED = (RUNG, CANCELLED, EXPIRED, DEAD)
 MAX_ROWS = 1_000  # per read and per delete: each is one short statement
 _TABLE = alarm_table.name
 _EVENTS = event_table.name
+_INCREMENTS = count_increment_table.name
 _ID_LIST = re.compile(r"[0-9]+(,[0-9]+)*|")
 _ID_LIST_BYTES = 1 << 20  # room for 1,000 ids of 20 digits, and then some
 
@@ -112,9 +118,9 @@ class SqlFinishedAlarmPurger:
         return PurgeBatch(read=int(count), deleted=deleted, last=(int(last_ms), int(last_id)))
 
     def _delete(self, status: str, ids: str, due: str, params: tuple[object, ...]) -> int:
-        """Delete those of `ids` still of `status` and past their cutoff, then their events,
-        in one transaction: no history outlives its alarm, and none is lost while its alarm
-        stays. The alarm first, as every writer of events locks it first.
+        """Delete those of `ids` still of `status` and past their cutoff, then their events and
+        counted increment ids, in one transaction: no history outlives its alarm, and none is
+        lost while its alarm stays. The alarm first, as every writer of events locks it first.
 
         An id is never given out twice, as consumers deduplicate by it (the message_id).
         MariaDB and MySQL 8 keep their auto-increment counter, but SQLite numbers a new row
@@ -133,10 +139,11 @@ class SqlFinishedAlarmPurger:
                 params,
             )
             if result.rowcount:
-                conn.exec_driver_sql(
-                    f"DELETE FROM {_EVENTS} WHERE alarm_id IN ({ids}) AND NOT EXISTS"
-                    f" (SELECT 1 FROM {_TABLE} WHERE {_TABLE}.id = {_EVENTS}.alarm_id)"
-                )
+                for kept_with_alarm in (_EVENTS, _INCREMENTS):
+                    conn.exec_driver_sql(
+                        f"DELETE FROM {kept_with_alarm} WHERE alarm_id IN ({ids}) AND NOT EXISTS"
+                        f" (SELECT 1 FROM {_TABLE} WHERE {_TABLE}.id = {kept_with_alarm}.alarm_id)"
+                    )
             return int(result.rowcount)
 
 

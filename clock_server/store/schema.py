@@ -55,6 +55,10 @@ alarm_table = Table(
     # "created" event is read from this row, not written apart. NULL for alarms created
     # before the history existed.
     Column("created_by", _APP, nullable=True),
+    # A count-triggered alarm rings once `counted` reaches `ring_after_count` (NULL: rings by
+    # time only), or at its target, whichever comes first (store/counts.py).
+    Column("ring_after_count", Integer, nullable=True),
+    Column("counted", Integer, nullable=False, server_default="0"),
     UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),
     Index("ix_clock_status_next_try_time", "status", "next_try_time"),
     Index("ix_clock_application_id", "application", "id"),
@@ -77,6 +81,8 @@ ALARM_COLUMNS = (
     alarm_table.c.rung_at,
     alarm_table.c.create_time,
     alarm_table.c.update_time,
+    alarm_table.c.ring_after_count,
+    alarm_table.c.counted,
 )
 
 # Each alarm's history (store/events.py), deleted with the alarm. What the alarm row already
@@ -151,6 +157,18 @@ job_lease_table = Table(
     Column("name", String(64), primary_key=True),
     Column("owner", String(128), nullable=False),
     Column("until_ms", BigInteger, nullable=False),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
+# Each increment_id counted on a count-triggered alarm, so that a repeat is not counted again;
+# deleted with the alarm.
+count_increment_table = Table(
+    "clock_count_increment",
+    metadata,
+    Column("alarm_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("increment_id", _KEY, primary_key=True),
+    Column("at_ms", BigInteger, nullable=False),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )

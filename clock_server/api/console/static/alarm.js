@@ -48,7 +48,8 @@ function describe(event) {
   if (d.attempts !== undefined) parts.push(`after ${d.attempts} attempts`);
   if (d.from_status) parts.push(`was ${d.from_status}`);
   if (d.due_at !== undefined) parts.push(`due ${time(d.due_at)}`);
-  const known = new Set(["from", "to", "target_ring_at", "latest_ring_at", "attempt", "error", "retry_at", "attempts", "from_status", "due_at"]);
+  if (d.ring_after_count !== undefined) parts.push(`count ${d.count} of ${d.ring_after_count}`);
+  const known = new Set(["from", "to", "target_ring_at", "latest_ring_at", "attempt", "error", "retry_at", "attempts", "from_status", "due_at", "count", "ring_after_count"]);
   const rest = Object.fromEntries(Object.entries(d).filter(([k]) => !known.has(k)));
   if (Object.keys(rest).length) parts.push(JSON.stringify(rest));
   return parts.join("; ");
