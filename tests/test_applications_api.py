@@ -174,6 +174,13 @@ def test_the_list_without_counts_names_the_same_applications(api) -> None:
     assert without["billing"]["registered"] is False and without["quiet"]["max_pending"] == 5
     assert counted["orders"]["counts"]["pending"] == 1
     assert_error(api.client.get(LIST + "?counts=no"), 400, "validation_error", "counts")
+    checker = OpenApiChecker(api.client.get("/openapi.json").get_json())
+    one = api.client.get(url("orders") + "?counts=false")
+    checker.response("/v1/applications/{application}", "GET", one)
+    assert one.get_json()["counts"] is None and get(api, "orders")["counts"]["pending"] == 1
+    changed = api.client.patch(url("quiet") + "?counts=false", json={"max_pending": 6})
+    assert changed.status_code == 200
+    assert (changed.get_json()["max_pending"], changed.get_json()["counts"]) == (6, None)
 
 
 def test_get_a_registered_application(api) -> None:

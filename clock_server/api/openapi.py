@@ -399,13 +399,22 @@ def _action_paths() -> dict[str, Any]:
     }
 
 
+_COUNTS_PARAM = {
+    "name": "counts",
+    "in": "query",
+    "description": "false: no counts (null), which over millions of alarms answers in "
+    "milliseconds rather than seconds",
+    "schema": {"type": "string", "enum": ["true", "false"]},
+}
+
 _APPLICATION_PARAMS = [
     {
         "name": "application",
         "in": "path",
         "required": True,
         "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
-    }
+    },
+    _COUNTS_PARAM,
 ]
 
 
@@ -653,15 +662,7 @@ def openapi_document() -> dict[str, Any]:
             "get": {
                 "summary": "Every application: the registered ones and any other with alarms, "
                 "by name, with live counts (admin token)",
-                "parameters": [
-                    {
-                        "name": "counts",
-                        "in": "query",
-                        "description": "false: no counts (null), which over millions of "
-                        "alarms answers in milliseconds rather than seconds",
-                        "schema": {"type": "string", "enum": ["true", "false"]},
-                    }
-                ],
+                "parameters": [_COUNTS_PARAM],
                 "responses": {
                     "200": {
                         "description": "the applications",

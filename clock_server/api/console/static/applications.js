@@ -75,7 +75,7 @@ function form(app, rerender) {
     const ok = await confirmAction(`Change these settings of ${app.name}?`, el("ul", {}, listed));
     if (!ok) return;
     try {
-      const path = `/v1/applications/${encodeURIComponent(app.name)}`;
+      const path = `/v1/applications/${encodeURIComponent(app.name)}?counts=false`;
       if (app.registered) await call("PATCH", path, changes);
       else await call("PUT", path, Object.fromEntries(SETTINGS.map(([n]) => [n, n in changes ? changes[n] : app[n]])));
       await rerender();
