@@ -9,6 +9,7 @@ import random
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -326,6 +327,29 @@ def test_four_processes_limiters_admit_the_rate_within_10_percent_over_30_s(
     # rate * T - P * chunk (a chunk is 50 ms of the rate: 10 tokens).
     assert rate * seconds - 4 * 10 <= total <= burst + rate * seconds, (total, admitted)
     assert all(count > 0 for count in admitted), admitted
+
+
+def test_concurrent_first_takes_of_a_bucket_create_it_once_without_a_deadlock(
+    mariadb_store: AlarmStore,
+) -> None:
+    """Eight takes released together find no bucket: creating it inside the locking read's
+    transaction deadlocked such takes on each other's gap lock (a 503 under a first burst)."""
+    buckets = SqlTokenBuckets(mariadb_store)
+    threads, rounds = 8, 10
+    barrier = threading.Barrier(threads)
+    names = [unique("app") for _ in range(rounds)]
+
+    def takes(_thread: int) -> list[int]:
+        granted = []
+        for name in names:
+            barrier.wait(10)
+            granted.append(buckets.take(name, "create", 5, 4, 1, NOW).granted)
+        return granted
+
+    with ThreadPoolExecutor(threads) as pool:
+        per_thread = list(pool.map(takes, range(threads)))
+    per_bucket = [sum(granted[i] for granted in per_thread) for i in range(rounds)]
+    assert per_bucket == [4] * rounds  # each bucket created full once: its burst, no more
 
 
 @pytest.mark.process

@@ -21,6 +21,7 @@ from sqlalchemy import and_, select, update
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from clock_server.errors import Unavailable
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.ports import Grant
 from clock_server.store.schema import rate_bucket_table
@@ -45,20 +46,27 @@ class SqlTokenBuckets:
         locked = select(c.tokens, c.refilled_at).where(key)
         if self.store.caps.row_locks:
             locked = locked.with_for_update()
-        with translate_errors(), self.store.engine.begin() as conn:
-            row = conn.execute(locked).first()
-            if row is None:
+        for _attempt in range(3):
+            with translate_errors(), self.store.engine.begin() as conn:
+                row = conn.execute(locked).first()
+                if row is not None:
+                    elapsed_ms = max(now_ms - row.refilled_at, 0)
+                    tokens = min(float(burst), row.tokens + elapsed_ms * rate_per_s / 1000)
+                    granted = max(min(wanted, math.floor(tokens)), 0)
+                    tokens -= granted
+                    conn.execute(
+                        update(rate_bucket_table)
+                        .where(key)
+                        .values(tokens=tokens, refilled_at=max(now_ms, row.refilled_at))
+                    )
+                    break
+            # No bucket yet: created full in a transaction of its own, then taken from. Two
+            # transactions that each inserted it after their locking read had found the gap
+            # deadlocked on each other's gap lock.
+            with translate_errors(), self.store.engine.begin() as conn:
                 conn.execute(self._insert_full(application, kind, burst, now_ms))
-                row = conn.execute(locked).one()
-            elapsed_ms = max(now_ms - row.refilled_at, 0)
-            tokens = min(float(burst), row.tokens + elapsed_ms * rate_per_s / 1000)
-            granted = max(min(wanted, math.floor(tokens)), 0)
-            tokens -= granted
-            conn.execute(
-                update(rate_bucket_table)
-                .where(key)
-                .values(tokens=tokens, refilled_at=max(now_ms, row.refilled_at))
-            )
+        else:
+            raise Unavailable(f"the {kind} rate bucket of {application!r} could not be created")
         if granted == wanted:
             return Grant(granted, 0)
         return Grant(granted, max(1, math.ceil((1 - tokens) * 1000 / rate_per_s)))
