@@ -22,6 +22,7 @@ import pika
 import requests
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.pool import NullPool
+from werkzeug.serving import make_server
 
 from clock_server.store import migrate
 from clock_server.store.db import make_engine
@@ -475,3 +476,15 @@ def drive(engine: Any, clock: SettableClock, until_ms: int) -> None:
         if not upcoming or min(upcoming) > until_ms:
             return
         clock.set(max(min(upcoming), clock.now_ms()))
+
+
+def serve_wsgi(app: Any) -> Iterator[str]:
+    """`app` on a real HTTP server in a thread, for the SDK: its base URL until closed."""
+    httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}"
+    finally:
+        httpd.shutdown()
+        thread.join(10)

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from werkzeug.serving import make_server
 
 from clock_client import ClockClient, Forbidden, Unauthorized
 from clock_server.api import Services, create_app
@@ -26,7 +24,7 @@ from clock_server.runtime.serve import log_authentication, serve
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import InMemoryPublisher, SettableClock
-from tests.support import ServerProcess
+from tests.support import ServerProcess, serve_wsgi
 from tests.test_api import MINUTE, NOW, OpenApiChecker, assert_error, body, rows
 
 ORDERS = "orders-token-0123456789"  # orders and billing
@@ -473,14 +471,7 @@ def test_tokens_never_reach_the_logs(auth_api: AuthApi, caplog) -> None:  # type
 
 @pytest.fixture
 def auth_server(auth_api: AuthApi) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, auth_api.app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join(10)
+    yield from serve_wsgi(auth_api.app)
 
 
 def test_client_sends_its_token(auth_server: str) -> None:

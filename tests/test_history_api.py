@@ -3,12 +3,10 @@ through GET /v1/alarms/{application}/{business_id}/events and the SDK. On SQLite
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from werkzeug.serving import make_server
 
 from clock_client import AlarmEvent, ClockClient
 from clock_client import NotFound as ClientNotFound
@@ -22,7 +20,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.engines import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
-from tests.support import settle
+from tests.support import serve_wsgi, settle
 from tests.test_api import OpenApiChecker
 
 NOW = 1_700_000_000_000
@@ -81,14 +79,7 @@ def server(harness: Harness) -> Iterator[str]:
 
 def serve(harness: Harness) -> Iterator[str]:
     """The harness's app on a real HTTP server, for the SDK: its base URL until closed."""
-    httpd = make_server("127.0.0.1", 0, harness.app, threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}"
-    finally:
-        httpd.shutdown()
-        thread.join(10)
+    yield from serve_wsgi(harness.app)
 
 
 def test_created_moved_failed_twice_then_rung_reads_in_order(harness: Harness, server: str):
