@@ -149,38 +149,39 @@ class Ringer:
         return wait_ms / 1000
 
     def _express_beside_backlog(self) -> None:
-        assert self._express is not None
-        if not self._express.acquire(blocking=False):
-            return
-        now_ms = self.clock.now_ms()
-        due, _ = self.heap.pop_few(now_ms + self.lead.ms, self.batch, self.few_due, True)
-        if due and self.gate is not None:
-            due = self._admit(due, now_ms)
-        if due:
-            self._submit(due, now_ms, self._express)
-        else:
-            self._express.release()
+        self._express_take(self.clock.now_ms(), beside_backlog=True)
 
     def _express_once(self) -> float | None:
-        """With every lane busy: the due claims of applications with few due, in the express
+        """With every lane busy: the due claims of applications with few due, in an express
         lane; returns seconds until the next of theirs falls due, or None to wait for a lane."""
-        assert self._express is not None
-        if not self._express.acquire(blocking=False):
-            return None  # the express lanes are busy too; the first lane to finish wakes this loop
         now_ms = self.clock.now_ms()
         lead_ms = self.lead.ms
-        due, next_due = self.heap.pop_few(now_ms + lead_ms, self.batch, self.few_due)
-        if due and self.gate is not None:
-            due = self._admit(due, now_ms)
-        if due:
-            self._submit(due, now_ms, self._express)
+        submitted, next_due = self._express_take(now_ms, beside_backlog=False)
+        if submitted:
             return 0.0
-        self._express.release()
         if next_due is None:
-            return None
+            return None  # nothing of theirs left, or the express lanes are busy too: the
+            # first lane to finish wakes this loop
         wait_ms = max(next_due - lead_ms - now_ms, 1)
         self._wake_at_ms = now_ms + wait_ms
         return wait_ms / 1000
+
+    def _express_take(self, now_ms: int, beside_backlog: bool) -> tuple[bool, int | None]:
+        """Hand the due claims of applications with few due to a free express lane, if there
+        is one; whether a batch went, and when the next of theirs falls due (ClaimHeap.pop_few)."""
+        assert self._express is not None
+        if not self._express.acquire(blocking=False):
+            return False, None
+        due, next_due = self.heap.pop_few(
+            now_ms + self.lead.ms, self.batch, self.few_due, beside_backlog
+        )
+        if due and self.gate is not None:
+            due = self._admit(due, now_ms)
+        if due:
+            self._submit(due, now_ms, self._express)
+            return True, next_due
+        self._express.release()
+        return False, next_due
 
     def _admit(self, due: list[Claim], now_ms: int) -> list[Claim]:
         """What the delivery limits let through now; the rest wait in the heap, or in the
