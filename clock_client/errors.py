@@ -98,6 +98,12 @@ class Unavailable(ClockError):
     """
 
 
+class WebhookVerificationError(ClockError):
+    """A webhook did not verify: a header missing, a timestamp more than five minutes off,
+    no signature matching the secret, or a body that is not a JSON object. Do not act on
+    it."""
+
+
 _BY_STATUS: dict[int, type[ClockError]] = {
     400: ValidationError,
     401: Unauthorized,

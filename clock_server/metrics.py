@@ -99,6 +99,20 @@ class Metrics:
         self.publish_failures = Counter(
             "clock_publish_failures", "Publishes the broker did not confirm", registry=r
         )
+        self.webhook_calls = Counter(
+            "clock_webhook_calls",
+            "Webhook calls by their answer: 2xx (rung), 3xx, 4xx, 5xx, or error (no answer: a "
+            "timeout, a refused connection, a refused address)",
+            ["application", "outcome"],
+            registry=r,
+        )
+        self.pulled = Counter(
+            "clock_pull_messages_leased",
+            "Messages leased to pullers (a message leased again after its lease ended counts "
+            "again)",
+            ["application"],
+            registry=r,
+        )
         self.expired = Counter(
             "clock_alarms_expired", "Alarms past latest_ring_at", ["application"], registry=r
         )

@@ -7,16 +7,24 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 PENDING = "pending"
+# Handed to its application's webhook or pull channel, and not yet answered 2xx or acked.
+DELIVERING = "delivering"
 RUNG = "rung"
 CANCELLED = "cancelled"
 EXPIRED = "expired"
 DEAD = "dead"
-STATUSES = (PENDING, RUNG, CANCELLED, EXPIRED, DEAD)
+STATUSES = (PENDING, DELIVERING, RUNG, CANCELLED, EXPIRED, DEAD)
 
 # Largest epoch ms we accept: 9999-12-31T23:59:59.999Z.
 MAX_EPOCH_MS = 253_402_300_799_999
 MAX_RING_AFTER_COUNT = 1_000_000
 MAX_INCREMENT_BY = 1_000
+
+# How an application's alarms reach it (ApplicationPolicy.channel).
+AMQP = "amqp"  # published to RabbitMQ, the default
+WEBHOOK = "webhook"  # POSTed to the application's URL, signed per Standard Webhooks
+PULL = "pull"  # leased to the application's pullers over HTTP, acked by id
+CHANNELS = (AMQP, WEBHOOK, PULL)
 
 # An application names a routing key and a queue (clock.<application>): the one rule for it.
 APPLICATION_CHARS = "A-Z, a-z, 0-9, '.', '_' or '-'"
@@ -241,8 +249,15 @@ class ApplicationPolicy:
     retry_max: int | None = None
     default_cutoff_ms: int | None = None  # latest_ring_at = target + this, when not given
     retention_days: float | None = None  # finished alarms are deleted after this long
+    channel: str = AMQP  # one of CHANNELS
+    webhook_url: str | None = None
+    webhook_timeout_s: float | None = None  # None: CLOCK_WEBHOOK_TIMEOUT_S
+    webhook_max_in_flight: int | None = None  # None: CLOCK_WEBHOOK_MAX_IN_FLIGHT
+    pull_visibility_s: float | None = None  # None: CLOCK_PULL_VISIBILITY_S
     created_at: int = 0
     updated_at: int = 0
+    # Signs the webhooks; never part of to_json (the admin API reads it on its own route).
+    webhook_secret: str | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -257,6 +272,12 @@ class ApplicationPolicy:
             "retry_max": self.retry_max,
             "default_cutoff_ms": self.default_cutoff_ms,
             "retention_days": self.retention_days,
+            "channel": self.channel,
+            "webhook_url": self.webhook_url,
+            "webhook_timeout_s": self.webhook_timeout_s,
+            "webhook_max_in_flight": self.webhook_max_in_flight,
+            "pull_visibility_s": self.pull_visibility_s,
+            "webhook_secret_set": self.webhook_secret is not None,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
@@ -274,6 +295,11 @@ POLICY_FIELDS = (
     "retry_max",
     "default_cutoff_ms",
     "retention_days",
+    "channel",
+    "webhook_url",
+    "webhook_timeout_s",
+    "webhook_max_in_flight",
+    "pull_visibility_s",
 )
 
 

@@ -80,6 +80,11 @@ class Settings:
     retention_days: float = 30.0
     purge_interval_s: float = 60.0
     purge_batch: int = 1_000
+    webhook_timeout_s: float = 10.0  # an application's own webhook_timeout_s overrides these
+    webhook_max_in_flight: int = 16
+    webhook_allow_private: bool = False  # loopback, private and link-local targets allowed
+    pull_visibility_s: float = 30.0
+    pull_poll_ms: int = 25  # how often a long poll looks again for due messages
 
     def __post_init__(self) -> None:
         if self.tokens and self.tokens_file:
@@ -110,6 +115,10 @@ class Settings:
             "retention_days",
             "purge_interval_s",
             "purge_batch",
+            "webhook_timeout_s",
+            "webhook_max_in_flight",
+            "pull_visibility_s",
+            "pull_poll_ms",
         )
         for name in positive:
             if getattr(self, name) <= 0:

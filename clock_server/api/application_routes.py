@@ -15,8 +15,9 @@ from clock_server.api import application_validation, validation
 from clock_server.api.access import authorize_admin
 from clock_server.api.routes import services
 from clock_server.api.services import Services
+from clock_server.delivery.secrets import new_secret
 from clock_server.errors import PayloadTooLarge
-from clock_server.model import ApplicationCounts, ApplicationPolicy
+from clock_server.model import WEBHOOK, ApplicationCounts, ApplicationPolicy
 
 applications = Blueprint("applications", __name__)
 
@@ -55,8 +56,10 @@ def get_application(application: str) -> Response:
 def replace_application(application: str) -> tuple[Response, int]:
     svc = _admin()
     validation.check_application(application)
-    policy = application_validation.replacement(application, _json_body())
+    allow_private = svc.settings.webhook_allow_private
+    policy = application_validation.replacement(application, _json_body(), allow_private)
     stored, added = svc.applications.put(policy, svc.clock.now_ms())
+    stored = _with_secret_if_webhook(stored)
     svc.policies.remember(stored)
     return jsonify(_with_counts(stored)), 201 if added else 200
 
@@ -65,14 +68,46 @@ def replace_application(application: str) -> tuple[Response, int]:
 def change_application(application: str) -> Response:
     svc = _admin()
     validation.check_application(application)
-    changes = application_validation.changes(_json_body())
+    allow_private = svc.settings.webhook_allow_private
+    changes = application_validation.changes(_json_body(), allow_private)
 
     def check(policy: ApplicationPolicy) -> None:
         application_validation.check_policy(policy, set(changes))
 
     stored = svc.applications.update(application, changes, svc.clock.now_ms(), check)
+    stored = _with_secret_if_webhook(stored)
     svc.policies.remember(stored)
     return jsonify(_with_counts(stored))
+
+
+@applications.get("/v1/applications/<application>/webhook-secret")
+def get_webhook_secret(application: str) -> Response:
+    """The secret that signs the application's webhooks (null before it has one)."""
+    svc = _admin()
+    validation.check_application(application)
+    policy = svc.applications.get(application)
+    return jsonify({"application": application, "webhook_secret": policy.webhook_secret})
+
+
+@applications.post("/v1/applications/<application>/webhook-secret")
+def rotate_webhook_secret(application: str) -> Response:
+    """A new secret for the application's webhooks; the old one stops signing within
+    CLOCK_APPLICATION_REFRESH_S on every server."""
+    svc = _admin()
+    validation.check_application(application)
+    stored = svc.applications.set_secret(application, new_secret(), svc.clock.now_ms())
+    svc.policies.remember(stored)
+    return jsonify({"application": application, "webhook_secret": stored.webhook_secret})
+
+
+def _with_secret_if_webhook(policy: ApplicationPolicy) -> ApplicationPolicy:
+    """A webhook application gets its first secret when it first takes the channel."""
+    if policy.channel != WEBHOOK or policy.webhook_secret is not None:
+        return policy
+    svc = services()
+    return svc.applications.set_secret(
+        policy.name, new_secret(), svc.clock.now_ms(), only_if_unset=True
+    )
 
 
 def _admin() -> Services:

@@ -3,13 +3,14 @@ or a 400 that names the field."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 
+from clock_server.delivery.targets import check_target
 from clock_server.errors import ValidationError
-from clock_server.model import MAX_EPOCH_MS, POLICY_FIELDS, ApplicationPolicy
+from clock_server.model import AMQP, MAX_EPOCH_MS, POLICY_FIELDS, WEBHOOK, ApplicationPolicy
 
 # The columns' ranges: INT for the bursts and retry_max, BIGINT for max_pending and the
 # cutoff, a float (single precision on MariaDB) for the rest.
@@ -23,6 +24,9 @@ Rate = Annotated[float, Field(ge=RATE_MIN, le=RATE_MAX)]
 Burst = Annotated[int, Field(ge=1, le=INT_MAX)]
 RetrySeconds = Annotated[float, Field(ge=RETRY_MIN_S, le=RETRY_MAX_S)]
 Days = Annotated[float, Field(ge=RETENTION_MIN_DAYS, le=RETENTION_MAX_DAYS)]
+WEBHOOK_TIMEOUT_MIN_S, WEBHOOK_TIMEOUT_MAX_S = 0.1, 300.0
+IN_FLIGHT_MAX = 1_000  # calls at once to one application's endpoint: a thread each
+VISIBILITY_MIN_S, VISIBILITY_MAX_S = 1.0, 43_200.0  # a second to 12 hours
 
 # Each burst's rate: a burst needs it.
 _RATE_OF_BURST = {"create_burst": "create_rate_per_s", "ring_burst": "ring_rate_per_s"}
@@ -64,29 +68,56 @@ class ApplicationSettings(BaseModel):
         None,
         description="finished alarms are deleted after this long; null: CLOCK_RETENTION_DAYS",
     )
+    channel: Literal["amqp", "webhook", "pull"] | None = Field(
+        None, description="how its alarms reach it: amqp, webhook or pull; null: amqp"
+    )
+    webhook_url: Annotated[str, Field(max_length=2048)] | None = Field(
+        None, description="where webhooks are POSTed (http or https); needed by channel webhook"
+    )
+    webhook_timeout_s: (
+        Annotated[float, Field(ge=WEBHOOK_TIMEOUT_MIN_S, le=WEBHOOK_TIMEOUT_MAX_S)] | None
+    ) = Field(None, description="a webhook call's timeout; null: CLOCK_WEBHOOK_TIMEOUT_S")
+    webhook_max_in_flight: Annotated[int, Field(ge=1, le=IN_FLIGHT_MAX)] | None = Field(
+        None, description="webhook calls in flight at once; null: CLOCK_WEBHOOK_MAX_IN_FLIGHT"
+    )
+    pull_visibility_s: Annotated[float, Field(ge=VISIBILITY_MIN_S, le=VISIBILITY_MAX_S)] | None = (
+        Field(
+            None,
+            description="how long a pulled message stays leased; null: CLOCK_PULL_VISIBILITY_S",
+        )
+    )
 
 
-def replacement(name: str, data: dict[str, Any]) -> ApplicationPolicy:
-    """Validate a PUT: every setting, those left out null."""
-    body = _validate(data)
-    policy = ApplicationPolicy(name=name, **{f: getattr(body, f) for f in POLICY_FIELDS})
+def replacement(name: str, data: dict[str, Any], allow_private: bool) -> ApplicationPolicy:
+    """Validate a PUT: every setting, those left out null. A webhook URL must pass the
+    target rules (`delivery.targets`): `allow_private` is CLOCK_WEBHOOK_ALLOW_PRIVATE."""
+    body = _validate(data, allow_private)
+    values = {f: getattr(body, f) for f in POLICY_FIELDS}
+    values["channel"] = values["channel"] or AMQP
+    policy = ApplicationPolicy(name=name, **values)
     check_policy(policy, set(POLICY_FIELDS))
     return policy
 
 
-def changes(data: dict[str, Any]) -> dict[str, Any]:
+def changes(data: dict[str, Any], allow_private: bool) -> dict[str, Any]:
     """Validate a PATCH: the settings given, each with its new value (None clears it). The
     rules between settings are checked against the stored ones, with `check_policy`."""
-    body = _validate(data)
+    body = _validate(data, allow_private)
     if not body.model_fields_set:
         raise ValidationError(f"nothing to change: give any of {', '.join(POLICY_FIELDS)}")
-    return {name: getattr(body, name) for name in POLICY_FIELDS if name in body.model_fields_set}
+    given = {name: getattr(body, name) for name in POLICY_FIELDS if name in body.model_fields_set}
+    if "channel" in given:
+        given["channel"] = given["channel"] or AMQP
+    return given
 
 
 def check_policy(policy: ApplicationPolicy, given: set[str]) -> None:
-    """The rules between settings: a burst needs its rate, and retry_cap_s is at least
-    retry_base_s. The error names the setting of the pair that was `given`, the burst or
-    the cap when both were."""
+    """The rules between settings: a burst needs its rate, retry_cap_s is at least
+    retry_base_s, and the webhook channel needs a webhook_url. The error names the setting
+    of the pair that was `given`, the burst, the cap or the URL when both were."""
+    if policy.channel == WEBHOOK and policy.webhook_url is None:
+        field = "webhook_url" if "webhook_url" in given or "channel" not in given else "channel"
+        raise ValidationError("channel webhook needs a webhook_url", field=field)
     for burst, rate in _RATE_OF_BURST.items():
         if getattr(policy, burst) is not None and getattr(policy, rate) is None:
             field = burst if burst in given or rate not in given else rate
@@ -99,11 +130,14 @@ def check_policy(policy: ApplicationPolicy, given: set[str]) -> None:
         )
 
 
-def _validate(data: dict[str, Any]) -> ApplicationSettings:
+def _validate(data: dict[str, Any], allow_private: bool) -> ApplicationSettings:
     try:
-        return ApplicationSettings.model_validate(data)
+        body = ApplicationSettings.model_validate(data)
     except PydanticError as error:
         first = error.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or None
         message = f"{field}: {first['msg']}" if field else first["msg"]
         raise ValidationError(message, field=field) from None
+    if body.webhook_url is not None:
+        body.webhook_url = check_target(body.webhook_url, allow_private)
+    return body

@@ -6,7 +6,9 @@ import logging
 
 from clock_server.broker.publisher import Publisher
 from clock_server.deadline import Deadline
+from clock_server.delivery.ports import WebhookSender
 from clock_server.engine.backoff import RetryPolicy
+from clock_server.engine.channels import Channels
 from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
@@ -14,7 +16,9 @@ from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
 from clock_server.engine.preloader import Preloader
 from clock_server.engine.ringer import EXPRESS_LANES, Ringer
+from clock_server.engine.webhooks import WebhookDispatcher
 from clock_server.metrics import Metrics
+from clock_server.model import Claim
 from clock_server.settings import Settings
 from clock_server.store.ports import (
     ApplicationPolicies,
@@ -55,11 +59,13 @@ class AlarmEngine:
         limiter: RateLimiter | None = None,
         express_publisher: Publisher | None = None,
         dead_letters: DeadLetterRelay | None = None,
+        webhook_sender: WebhookSender | None = None,
     ) -> None:
         """Without `policies` and `limiter` no application has delivery limits or retry
         policies of its own; without `express_publisher` the express ring lane publishes
         on `publisher` too; with `dead_letters`, a loop of its own runs the dead-letter
-        relay, woken whenever a ring batch has marked alarms dead."""
+        relay, woken whenever a ring batch has marked alarms dead. With `policies` and
+        `webhook_sender`, applications may take the webhook and pull channels."""
         self.settings = settings
         self.clock = clock
         self.metrics = metrics
@@ -103,6 +109,22 @@ class AlarmEngine:
         gate = None
         if policies is not None and limiter is not None:
             gate = DeliveryGate(policies, limiter, retry, metrics)
+        on_dead = self.dead_letter_waker.wake if dead_letters is not None else None
+        self.webhooks: WebhookDispatcher | None = None
+        channels = None
+        if policies is not None and webhook_sender is not None:
+            self.webhooks = WebhookDispatcher(
+                webhook_sender,
+                claims,
+                policies,
+                clock,
+                metrics,
+                gate.retry_for if gate is not None else (lambda _application: retry),
+                timeout_s=settings.webhook_timeout_s,
+                max_in_flight=settings.webhook_max_in_flight,
+                on_dead=on_dead,
+            )
+            channels = Channels(policies, self.webhooks)
         self.ringer = Ringer(
             claims,
             self.heap,
@@ -119,7 +141,8 @@ class AlarmEngine:
             gate=gate,
             express_publisher=express_publisher,
             hold_in_heap_ms=settings.preload_window_ms,
-            on_dead=self.dead_letter_waker.wake if dead_letters is not None else None,
+            on_dead=on_dead,
+            channels=channels,
         )
         self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)
         self._ring_loop = StepLoop("clock-ring", self.ringer.run_once, self.ring_waker)
@@ -180,17 +203,19 @@ class AlarmEngine:
                     "%s did not stop in time", loop.name, extra={"action": "engine_stop_late"}
                 )
         self._give_back()
-        self._leave_when_done(self.ringer.close(deadline))
+        unfinished = self.ringer.close(deadline)
+        self._leave_when_done(unfinished + self._close_webhooks(deadline))
 
     def finish(self, deadline: Deadline) -> None:
         """Wait for the ring batches still in flight until `deadline`. One still running then
         is abandoned: the engine stays in the registry, so other engines take its claims over
         once it is silent."""
         unfinished = self.ringer.close(deadline)
+        unfinished += self.webhooks.in_flight if self.webhooks is not None else 0
         if unfinished:
             log.error(
-                "%d ring batches still in flight at the shutdown deadline; another engine "
-                "takes their claims over once this one is silent",
+                "%d ring batches or webhook calls still in flight at the shutdown deadline; "
+                "another engine takes their alarms over once this one is silent",
                 unfinished,
                 extra={"action": "engine_stop_late"},
             )
@@ -205,6 +230,28 @@ class AlarmEngine:
             self.liveness.leave()
         except Exception as error:
             log.warning("could not leave the registry: %s", error, extra={"action": "leave_failed"})
+
+    def _close_webhooks(self, deadline: Deadline) -> int:
+        """Wait for the webhook calls in flight until `deadline` and give back the alarms of
+        calls never started; returns how many calls were still running."""
+        if self.webhooks is None:
+            return 0
+        never_started = self.webhooks.close(deadline)
+        if never_started:
+            claims = [
+                Claim(0, call.row.id, call.version, call.row.application) for call in never_started
+            ]
+            try:
+                self.claims.give_back_deliveries(claims, self.clock.now_ms())
+            except Exception:
+                log.exception(
+                    "could not give back %d alarms handed to webhooks; another engine takes "
+                    "them over once this one is silent",
+                    len(claims),
+                    extra={"action": "release_failed"},
+                )
+                return len(claims) + self.webhooks.in_flight
+        return self.webhooks.in_flight
 
     def _give_back(self) -> None:
         held = self.heap.drain()

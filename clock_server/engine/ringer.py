@@ -10,21 +10,21 @@ from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-import orjson
-
 from clock_server.broker.publisher import PendingBatch, Publisher
 from clock_server.deadline import Deadline
 from clock_server.engine.backoff import RetryPolicy
+from clock_server.engine.channels import Channels, Route
 from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.lead import LockLead
+from clock_server.engine.messages import message_of
+from clock_server.engine.webhooks import WebhookCall
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
 from clock_server.model import (
     NOT_CONFIRMED,
     PUBLISHER_UNAVAILABLE,
     Claim,
-    OutgoingMessage,
     RingRow,
 )
 from clock_server.store.ports import ClaimStore, RingTransaction
@@ -71,6 +71,10 @@ class Ringer:
 
     ``on_dead`` is called once a batch that marked alarms dead has committed (to wake the
     dead-letter relay).
+
+    With ``channels``, the alarms of applications on the webhook or pull channel are not
+    published: the batch hands them off (`Channels`), and the webhook calls start once it
+    has committed.
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class Ringer:
         few_due: int = 50,
         express_publisher: Publisher | None = None,
         on_dead: Callable[[], None] | None = None,
+        channels: Channels | None = None,
     ) -> None:
         self.claims = claims
         self.heap = heap
@@ -108,6 +113,7 @@ class Ringer:
         self.few_due = few_due
         self.express_publisher = express_publisher or publisher
         self.on_dead = on_dead
+        self.channels = channels
         self.lead = LockLead(lead_ms, lead_max_ms)
         metrics.ring_lead_ms.set(self.lead.ms)
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
@@ -131,7 +137,7 @@ class Ringer:
         self._wake_at_ms = None
         lead_ms = self.lead.ms
         due = self.heap.pop_due(now_ms + lead_ms, self.batch)
-        if due and self.gate is not None:
+        if due and (self.gate is not None or self.channels is not None):
             due = self._admit(due, now_ms)
         if due:
             if self._lanes is not None:
@@ -175,7 +181,7 @@ class Ringer:
         due, next_due = self.heap.pop_few(
             now_ms + self.lead.ms, self.batch, self.few_due, beside_backlog
         )
-        if due and self.gate is not None:
+        if due and (self.gate is not None or self.channels is not None):
             due = self._admit(due, now_ms)
         if due:
             self._submit(due, now_ms, self._express)
@@ -186,8 +192,10 @@ class Ringer:
     def _admit(self, due: list[Claim], now_ms: int) -> list[Claim]:
         """What the delivery limits let through now; the rest wait in the heap, or in the
         database when their turn is further off than `hold_in_heap_ms`."""
-        assert self.gate is not None
-        go, later = self.gate.admit(due, now_ms)
+        go, later = self.gate.admit(due, now_ms) if self.gate is not None else (due, [])
+        if self.channels is not None:
+            go, busy = self.channels.admit(go, now_ms)
+            later += busy
         if later:
             horizon_ms = now_ms + self.hold_in_heap_ms
             far = [claim for claim in later if claim.due_ms > horizon_ms]
@@ -253,9 +261,14 @@ class Ringer:
         if since_ms is None:
             since_ms = self.clock.now_ms()
         publisher = self.express_publisher if express else self.publisher
+        # The registry is read before the transaction: on SQLite a read inside it would wait
+        # for the lock the transaction holds.
+        applications = {claim.application for claim in due}
+        routes = self.channels.routes(applications) if self.channels is not None else {}
+        retries = {application: self._retry_for(application) for application in applications}
         try:
             with self.claims.ring_transaction() as tx:
-                died = self._ring_locked(tx, due, since_ms, publisher)
+                died, calls = self._ring_locked(tx, due, since_ms, publisher, routes, retries)
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -266,13 +279,23 @@ class Ringer:
             self.heap.push_many(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
             return
         self.metrics.heap_size.set(len(self.heap))
+        if calls:
+            assert self.channels is not None
+            self.channels.webhooks.dispatch(calls)
         if died and self.on_dead is not None:
             self.on_dead()
 
     def _ring_locked(
-        self, tx: RingTransaction, due: list[Claim], since_ms: int, publisher: Publisher
-    ) -> int:
-        """Lock, publish and record `due`; returns how many alarms died."""
+        self,
+        tx: RingTransaction,
+        due: list[Claim],
+        since_ms: int,
+        publisher: Publisher,
+        routes: dict[str, Route],
+        retries: dict[str, RetryPolicy],
+    ) -> tuple[int, list[WebhookCall]]:
+        """Lock, publish and record `due`; returns how many alarms died, and the webhook
+        calls to start once the transaction commits."""
         live = tx.lock_live(due)
         lead_before = self.lead.ms
         lead_ms = self.lead.observe(self.clock.now_ms() - since_ms)
@@ -283,6 +306,7 @@ class Ringer:
         sent: list[tuple[list[RingRow], int, PendingBatch]] = []
         expired: list[int] = []
         expired_of: list[str] = []  # their applications
+        handed: list[tuple[RingRow, int]] = []  # to a webhook or to pullers, and when
         index = 0
         while index < len(rows):
             now_ms = self.clock.now_ms()
@@ -299,17 +323,38 @@ class Ringer:
             expired += sorted(late)
             expired_of += [r.application for r in group if r.id in late]
             ready = _interleaved([r for r in group if r.id not in late])
+            if ready and self.channels is not None:
+                ready, others = self.channels.split(ready, routes)
+                handed += [(row, now_ms) for row in others]
             if ready:
-                pending = publisher.start_batch([_message(row, now_ms) for row in ready])
+                pending = publisher.start_batch([message_of(row, now_ms) for row in ready])
                 sent.append((ready, now_ms, pending))
         tx.mark_expired(expired, self.clock.now_ms())
+        calls = self._hand_off(tx, handed, due, due_at, routes) if handed else []
         confirmed = [
             (ready, published_at, pending.wait(self.publish_timeout_s))
             for ready, published_at, pending in sent
         ]
-        recorded = self._record(tx, confirmed, due_at)
+        recorded = self._record(tx, confirmed, due_at, retries)
         self._count(recorded, expired_of)
-        return len(recorded.dead_ids)
+        return len(recorded.dead_ids), calls
+
+    def _hand_off(
+        self,
+        tx: RingTransaction,
+        handed: list[tuple[RingRow, int]],
+        due: list[Claim],
+        due_at: dict[int, int],
+        routes: dict[str, Route],
+    ) -> list[WebhookCall]:
+        """Hand `handed` to their channels; their lateness is the engine's until then."""
+        assert self.channels is not None
+        versions = {claim.id: claim.version for claim in due}
+        calls = self.channels.hand_off(tx, handed, versions, self.clock.now_ms(), routes)
+        self.metrics.observe_lateness(
+            [self._lateness_ms(row, at_ms, due_at) / 1000 for row, at_ms in handed]
+        )
+        return calls
 
     def _keep_close(
         self, rows: list[RingRow], due_at: dict[int, int], due: list[Claim]
@@ -329,6 +374,7 @@ class Ringer:
         tx: RingTransaction,
         confirmed: list[tuple[list[RingRow], int, list[bool]]],
         due_at: dict[int, int],
+        retries_of: dict[str, RetryPolicy],
     ) -> _Recorded:
         """Each publish group's rows, when it was published and what the broker said of each."""
         now_ms = self.clock.now_ms()
@@ -338,7 +384,6 @@ class Ringer:
         dead_of: list[str] = []
         retries: list[tuple[int, int]] = []
         lateness_s: list[float] = []
-        retries_of: dict[str, RetryPolicy] = {}  # one registry lookup per application
         for ready, published_at, flags in confirmed:
             for row, ok in zip(ready, flags, strict=True):
                 if ok:
@@ -346,9 +391,7 @@ class Ringer:
                     rung_of.append(row.application)
                     lateness_s.append(self._lateness_ms(row, published_at, due_at) / 1000)
                     continue
-                retry = retries_of.get(row.application)
-                if retry is None:
-                    retry = retries_of[row.application] = self._retry_for(row.application)
+                retry = retries_of.get(row.application) or self._retry_for(row.application)
                 if retry.gives_up(row.retry_times + 1):
                     dead.append(row.id)
                     dead_of.append(row.application)
@@ -422,24 +465,3 @@ def _ready_at(row: RingRow, due_at: dict[int, int]) -> int:
     if row.count_reached:
         return due_at[row.id]
     return max(due_at[row.id], row.target_ring_at)
-
-
-def _message(row: RingRow, published_at: int) -> OutgoingMessage:
-    body = {
-        "id": row.id,
-        "application": row.application,
-        "business_id": row.business_id,
-        "payload": row.payload,
-        "target_ring_at": row.target_ring_at,
-        "attempt": row.retry_times + 1,
-        "published_at": published_at,
-    }
-    if row.ring_after_count is not None:  # what made it ring: its count, or its deadline
-        body["trigger"] = "count" if row.count_reached else "time"
-        body["count"] = row.counted
-    return OutgoingMessage(
-        message_id=str(row.id),
-        application=row.application,
-        # orjson: a tenth of the json module's time per body, which showed in the burst profile.
-        body=orjson.dumps(body),
-    )

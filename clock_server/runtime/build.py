@@ -12,6 +12,7 @@ from clock_server.api.tokens import TokenTable, load_tokens
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
 from clock_server.deadline import Deadline
+from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.maintenance import Maintenance, RetentionPurge
@@ -121,6 +122,7 @@ def build(
             SharedRateLimiter(SqlTokenBuckets(store)),
             express_publisher,
             dead_letter_relay(settings, store, clock, metrics),
+            HttpWebhookSender(allow_private=settings.webhook_allow_private),
         )
     if serve_http:
         assert tokens is not None

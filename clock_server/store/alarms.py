@@ -9,7 +9,15 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Row, and_, exc, func, insert, select, tuple_, update
 
 from clock_server.errors import Conflict, NotFound, ValidationError
-from clock_server.model import CANCELLED, PENDING, Alarm, AlarmChanges, AlarmFilter, NewAlarm
+from clock_server.model import (
+    CANCELLED,
+    DELIVERING,
+    PENDING,
+    Alarm,
+    AlarmChanges,
+    AlarmFilter,
+    NewAlarm,
+)
 from clock_server.store.alarm_rows import (
     alarm_from_row,
     alarm_from_values,
@@ -198,6 +206,12 @@ class AlarmStore:
         """`cancel`, and whether this call cancelled it (False for a repeat)."""
         with translate_errors(), self.engine.begin() as conn:
             row = self._lock_key(conn, application, business_id)
+            if row.status == DELIVERING:
+                raise Conflict(
+                    "alarm is delivering: it was handed to its application's webhook or "
+                    "pullers and can no longer be cancelled",
+                    status=row.status,
+                )
             if row.status not in (PENDING, CANCELLED):
                 raise Conflict(f"alarm is already {row.status}", status=row.status)
             if row.status == PENDING:

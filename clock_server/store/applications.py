@@ -100,6 +100,21 @@ class SqlApplicationRegistry:
             )
             return _policy(conn.execute(query).one()._mapping)
 
+    def set_secret(
+        self, name: str, secret: str, now_ms: int, only_if_unset: bool = False
+    ) -> ApplicationPolicy:
+        """Set the secret that signs the application's webhooks (with `only_if_unset`, only
+        when it has none, so two first settings agree). NotFound when it is not registered."""
+        c = application_table.c
+        conditions = [c.name == name] + ([c.webhook_secret.is_(None)] if only_if_unset else [])
+        with translate_errors(), self.store.engine.begin() as conn:
+            conn.execute(
+                update(application_table)
+                .where(*conditions)
+                .values(webhook_secret=secret, updated_at=now_ms)
+            )
+        return self.get(name)
+
     def counts(self, now_ms: int, name: str | None = None) -> dict[str, ApplicationCounts]:
         """Pending, due within a minute, overdue and dead alarms of each application that has
         any, or of `name` alone. Pending and dead come from the (application, status) index;

@@ -8,7 +8,16 @@ from collections.abc import Iterator, Sequence
 
 from sqlalchemy import Connection, case, text, update
 
-from clock_server.model import DEAD, EXPIRED, NOT_CONFIRMED, PENDING, RUNG, Claim, RingRow
+from clock_server.model import (
+    DEAD,
+    DELIVERING,
+    EXPIRED,
+    NOT_CONFIRMED,
+    PENDING,
+    RUNG,
+    Claim,
+    RingRow,
+)
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import Capabilities, open_ahead
 from clock_server.store.dead_letters import DeadLetterRows
@@ -128,6 +137,44 @@ class SqlClaimStore:
             if tx.dead_letters is not None:
                 tx.dead_letters.write(conn)
 
+    @contextlib.contextmanager
+    def delivery_transaction(self) -> Iterator[SqlRingTransaction]:
+        """A ring transaction over alarms handed to a webhook: `lock_live` finds them in
+        `delivering` with the version the hand-off gave them, and their outcomes are recorded
+        as a ring batch records its own (a retry makes the alarm pending again)."""
+        with translate_errors(), self.store.engine.begin() as conn:
+            tx = SqlRingTransaction(conn, self.store.caps, self.dead_letters, DELIVERING)
+            yield tx
+            tx.events.write(conn)
+            if tx.dead_letters is not None:
+                tx.dead_letters.write(conn)
+
+    def give_back_deliveries(self, claims: Sequence[Claim], now_ms: int) -> int:
+        """Alarms handed to a webhook and never sent (a shutdown): pending again, due now, for
+        any engine to ring. Those whose version moved are left alone."""
+        released = 0
+        with translate_errors(), self.store.engine.begin() as conn:
+            for chunk in chunks(list(claims), _ID_CHUNK):
+                by_id = alarm_table.c.id
+                result = conn.execute(
+                    update(alarm_table)
+                    .where(
+                        by_id.in_([c.id for c in chunk]),
+                        alarm_table.c.version
+                        == case({c.id: c.version for c in chunk}, value=by_id),
+                        alarm_table.c.status == DELIVERING,
+                    )
+                    .values(
+                        status=PENDING,
+                        next_try_time=now_ms,
+                        claimed_by=0,
+                        version=alarm_table.c.version + 1,
+                        update_time=now_ms,
+                    )
+                )
+                released += result.rowcount
+        return released
+
     def connect_ahead(self, connections: int) -> None:
         open_ahead(self.store.engine, connections)
 
@@ -139,16 +186,23 @@ class SqlRingTransaction:
     `events` and written when the transaction ends (a ring is read from the row itself).
     """
 
-    def __init__(self, conn: Connection, caps: Capabilities, dead_letters: bool = False) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        caps: Capabilities,
+        dead_letters: bool = False,
+        status: str = PENDING,
+    ) -> None:
         self.conn = conn
         self.caps = caps
+        self.status = status  # what lock_live finds live
         self._locked: list[RingRow] = []
         self._by_id: dict[int, RingRow] | None = None  # built when an outcome needs a row
         self.events = RingEvents(self._row_of)
         self.dead_letters = DeadLetterRows(self._row_of) if dead_letters else None
 
     def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
-        """Lock the claimed rows and return those still pending with the claimed version.
+        """Lock the claimed rows and return those still in `status` with the claimed version.
 
         A concurrent cancel or PATCH either committed before (the row no longer matches and is
         skipped) or waits on the lock until this transaction has decided the alarm's fate.
@@ -157,7 +211,7 @@ class SqlRingTransaction:
         live: list[RingRow] = []
         make = RingRow._make
         for chunk in chunks(sorted(wanted), _ID_CHUNK):
-            for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk)):
+            for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk, self.status)):
                 if row[9] == wanted[row[0]]:
                     live.append(make(row[:9]))
         self._locked += live
@@ -176,6 +230,23 @@ class SqlRingTransaction:
                 whens = (f"WHEN id IN ({id_list(ids)}) THEN {at}" for at, ids in ids_at.items())
                 value = f"CASE {' '.join(whens)} END"
             self._set_final([alarm_id for alarm_id, _ in chunk], RUNG, now_ms, f"rung_at = {value}")
+
+    def hand_off(self, next_try: Sequence[tuple[int, int]], now_ms: int, keep_claim: bool) -> None:
+        """Each (id, next_try_time): handed to its webhook or pull channel now, so
+        `delivering` until answered. With `keep_claim` the engine's claim stays on the row
+        (a webhook call it makes; a takeover gives it back if the engine dies), else the row
+        is nobody's (a pull message, leased to pullers by store.pulls)."""
+        owner = "" if keep_claim else ", claimed_by = 0"
+        for chunk in chunks(list(next_try), _ID_CHUNK):
+            by_time: dict[int, list[int]] = {}
+            for alarm_id, at_ms in chunk:
+                by_time.setdefault(int(at_ms), []).append(alarm_id)
+            for at_ms, ids in by_time.items():
+                self.conn.exec_driver_sql(
+                    f"UPDATE {_TABLE} SET status = '{DELIVERING}', next_try_time = {at_ms},"
+                    f" version = version + 1, update_time = {int(now_ms)}{owner}"
+                    f" WHERE id IN ({id_list(ids)})"
+                )
 
     def mark_expired(self, ids: Sequence[int], now_ms: int) -> None:
         self._set_final(ids, EXPIRED, now_ms)
@@ -197,6 +268,7 @@ class SqlRingTransaction:
                 update(alarm_table)
                 .where(alarm_table.c.id.in_([alarm_id for alarm_id, _ in chunk]))
                 .values(
+                    status=PENDING,
                     next_try_time=case(dict(chunk), value=alarm_table.c.id),
                     claimed_by=0,
                     retry_times=alarm_table.c.retry_times + 1,

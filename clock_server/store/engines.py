@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, delete, insert, select, update
 
-from clock_server.model import PENDING, EngineRecord
+from clock_server.model import DELIVERING, PENDING, EngineRecord
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.ports import Takeover
 from clock_server.store.schema import alarm_table, engine_table
@@ -83,13 +83,17 @@ class SqlEngineRegistry:
         """Give back the claims `dead` holds: each alarm is due again at its target (a retry:
         now) and its version moves, so the dead engine can no longer ring it if it was only
         stalled. Rows another transaction has locked (its ring batch in flight) are left to
-        it and counted as held."""
+        it and counted as held.
+
+        The alarms it had handed to a webhook and not yet recorded an answer for are pending
+        again, due now: their call may or may not have reached the application, so they are
+        sent again, with the same webhook-id."""
         upper_ms = now_ms + dead.lease_ms + CLOCK_SKEW_MARGIN_MS
         with translate_errors(), self.store.engine.begin() as conn:
             candidates = self._claims_of(conn, dead.id, now_ms, upper_ms)
             released = 0
             for chunk in chunks(candidates, _ID_CHUNK):
-                ids = self._lock_unheld(conn, dead.id, chunk)
+                ids = self._lock_unheld(conn, dead.id, chunk, PENDING)
                 if ids:
                     conn.exec_driver_sql(
                         f"UPDATE {_TABLE} SET next_try_time = CASE WHEN retry_times = 0"
@@ -98,7 +102,18 @@ class SqlEngineRegistry:
                         f" WHERE id IN ({id_list(ids)})"
                     )
                 released += len(ids)
-        return Takeover(released=released, held=len(candidates) - released)
+            calls = self._webhook_calls_of(conn, dead.id)
+            for chunk in chunks(calls, _ID_CHUNK):
+                ids = self._lock_unheld(conn, dead.id, chunk, DELIVERING)
+                if ids:
+                    conn.exec_driver_sql(
+                        f"UPDATE {_TABLE} SET status = '{PENDING}', next_try_time ="
+                        f" {int(now_ms)}, claimed_by = 0, version = version + 1,"
+                        f" update_time = {int(now_ms)} WHERE id IN ({id_list(ids)})"
+                    )
+                released += len(ids)
+        held = len(candidates) + len(calls) - released
+        return Takeover(released=released, held=held)
 
     def remove(self, engine_id: int) -> None:
         """Forget an engine: it stopped, or its claims have all been given back."""
@@ -116,8 +131,21 @@ class SqlEngineRegistry:
         ).all()
         return [row[0] for row in rows]
 
-    def _lock_unheld(self, conn: Connection, engine_id: int, ids: Sequence[int]) -> list[int]:
-        """Lock those of `ids` that are still the engine's and that nobody else holds."""
+    def _webhook_calls_of(self, conn: Connection, engine_id: int) -> list[int]:
+        """The alarms the engine handed to a webhook (delivering, and still naming it): a
+        plain read of the delivering part of the (status, next_try_time) index."""
+        hint = " FORCE INDEX (ix_clock_status_next_try_time)" if self.store.caps.index_hints else ""
+        rows = conn.exec_driver_sql(
+            f"SELECT id FROM {_TABLE}{hint} WHERE status = '{DELIVERING}'"
+            f" AND claimed_by = {int(engine_id)}"
+        ).all()
+        return [row[0] for row in rows]
+
+    def _lock_unheld(
+        self, conn: Connection, engine_id: int, ids: Sequence[int], status: str
+    ) -> list[int]:
+        """Lock those of `ids` that are still the engine's, in `status`, and that nobody else
+        holds."""
         caps = self.store.caps
         if not caps.row_locks:  # SQLite: this transaction holds the whole file
             return list(ids)
@@ -125,7 +153,7 @@ class SqlEngineRegistry:
         skip = " SKIP LOCKED" if caps.skip_locked else ""
         rows = conn.exec_driver_sql(
             f"SELECT id FROM {_TABLE}{by_id} WHERE id IN ({id_list(ids)})"
-            f" AND status = '{PENDING}' AND claimed_by = {int(engine_id)} FOR UPDATE{skip}"
+            f" AND status = '{status}' AND claimed_by = {int(engine_id)} FOR UPDATE{skip}"
         ).all()
         return [row[0] for row in rows]
 

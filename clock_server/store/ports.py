@@ -36,6 +36,11 @@ class RingTransaction(Protocol):
         """Each (id, rung_at_ms): published then and confirmed."""
         ...
 
+    def hand_off(self, next_try: Sequence[tuple[int, int]], now_ms: int, keep_claim: bool) -> None:
+        """Each (id, next_try_time): handed to its webhook or pull channel, `delivering` until
+        answered; with `keep_claim` the engine's claim stays on the row."""
+        ...
+
     def mark_expired(self, ids: Sequence[int], now_ms: int) -> None:
         """Past their cutoff: never published."""
         ...
@@ -79,6 +84,15 @@ class ClaimStore(Protocol):
 
     def ring_transaction(self) -> contextlib.AbstractContextManager[RingTransaction]:
         """A transaction for one ring batch; committed when the block ends without error."""
+        ...
+
+    def delivery_transaction(self) -> contextlib.AbstractContextManager[RingTransaction]:
+        """A transaction recording the outcomes of webhook calls: `lock_live` finds alarms
+        still `delivering` with the version their hand-off gave them."""
+        ...
+
+    def give_back_deliveries(self, claims: Sequence[Claim], now_ms: int) -> int:
+        """Alarms handed to a webhook and never sent: pending again, due now."""
         ...
 
     def connect_ahead(self, connections: int) -> None:

@@ -41,8 +41,9 @@ def select_for_change(caps: Capabilities, application: str, business_id: str) ->
     return query.with_for_update() if caps.row_locks else query
 
 
-def lock_ring_rows_sql(caps: Capabilities, ids: Sequence[int]) -> str:
-    """The pending rows among `ids`, locked for a ring batch.
+def lock_ring_rows_sql(caps: Capabilities, ids: Sequence[int], status: str = PENDING) -> str:
+    """The rows among `ids` in `status` (pending for a ring batch; delivering for the outcome
+    of a webhook call), locked.
 
     Written out, with the ids inlined, rather than built with select(): expanding a bound IN
     list of 1,000 ids and wrapping each row cost more than the database's own work. By the
@@ -54,5 +55,5 @@ def lock_ring_rows_sql(caps: Capabilities, ids: Sequence[int]) -> str:
     lock = " FOR UPDATE" if caps.row_locks else ""
     return (
         f"SELECT {RING_COLUMNS} FROM {alarm_table.name}{by_id} WHERE id IN ({id_list(ids)})"
-        f" AND status = '{PENDING}'{lock}"
+        f" AND status = '{status}'{lock}"
     )

@@ -133,6 +133,14 @@ application_table = Table(
     Column("retention_days", Double, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
+    # How its alarms reach it: "amqp", "webhook" (to webhook_url, signed with webhook_secret)
+    # or "pull".
+    Column("channel", String(16), nullable=False, server_default="amqp"),
+    Column("webhook_url", String(2048), nullable=True),
+    Column("webhook_secret", String(128), nullable=True),
+    Column("webhook_timeout_s", Double, nullable=True),
+    Column("webhook_max_in_flight", Integer, nullable=True),
+    Column("pull_visibility_s", Double, nullable=True),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )

@@ -1,0 +1,41 @@
+"""What the engine needs to deliver a ring by webhook, independent of any HTTP library."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+
+class WebhookRequest(NamedTuple):
+    """One attempt at delivering one message to one application's URL."""
+
+    url: str
+    secret: str  # "whsec_" + base64
+    message_id: str  # sent as webhook-id, the same on every attempt
+    body: bytes  # JSON, UTF-8
+    attempt: int  # 1 for the first try; sent as the clock-attempt header
+    timeout_s: float  # connect and read together
+    max_connections: int  # this application's bound on calls in flight: its pool's size
+    sent_at_s: float  # the webhook-timestamp to sign with, epoch seconds from the caller's Clock
+
+
+class WebhookOutcome(NamedTuple):
+    """How one attempt ended."""
+
+    ok: bool  # a 2xx answer arrived within the timeout
+    status: int | None  # the HTTP status, None when no answer came
+    error: str | None  # None when ok; else short and readable: "HTTP 500", "connection refused"
+    retry_after_ms: int | None  # a 429's or 503's Retry-After, capped at one hour; else None
+
+
+class WebhookSender(Protocol):
+    """Makes one signed POST per call; safe to call from many threads at once."""
+
+    def send(self, request: WebhookRequest) -> WebhookOutcome:
+        """POST the body once, without retrying or following redirects, and block until the
+        answer's status arrives or the timeout passes. Never raises for network or HTTP
+        trouble: that is an outcome with ok False."""
+        ...
+
+    def close(self) -> None:
+        """Close every pooled connection; later sends fail."""
+        ...

@@ -1,0 +1,109 @@
+"""Which channel each application's alarms take when they ring: published to RabbitMQ by the
+ring batch, or handed off to a webhook or to pullers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from clock_server.engine.webhooks import WebhookCall, WebhookDispatcher
+from clock_server.model import AMQP, PULL, WEBHOOK, Claim, RingRow
+from clock_server.store.ports import ApplicationPolicies, RingTransaction
+
+# How long an alarm whose application's webhook calls are all busy waits in the heap before
+# the ringer looks again for room.
+BUSY_WEBHOOK_WAIT_MS = 10
+
+
+class Route(NamedTuple):
+    """Where one application's alarms go, as of the start of a ring batch."""
+
+    channel: str
+    lease_ms: int  # a webhook call's: how long its alarm is marked as delivering
+
+
+class Channels:
+    """Routes a ring batch's rows by their application's channel.
+
+    An application on the webhook or pull channel has its alarms handed off by the ring batch
+    that finds them due: in its transaction they become `delivering` (`hand_off`), and after
+    its commit the webhook ones are given to the dispatcher. A pull application's alarms then
+    wait for its pullers (store.pulls).
+
+    A ring batch reads its applications' routes (`routes`) before its transaction begins:
+    reading the registry inside it would, on SQLite, wait for the very lock it holds.
+    """
+
+    def __init__(self, policies: ApplicationPolicies, webhooks: WebhookDispatcher) -> None:
+        self.policies = policies
+        self.webhooks = webhooks
+
+    def admit(self, due: list[Claim], now_ms: int) -> tuple[list[Claim], list[Claim]]:
+        """Split claims about to ring into those that go now and those of webhook
+        applications with no room for more calls, each due again a little later."""
+        room: dict[str, int] = {}
+        go: list[Claim] = []
+        later: list[Claim] = []
+        for claim in due:
+            application = claim.application
+            if application not in room:
+                if self._channel(application) != WEBHOOK:
+                    room[application] = len(due)
+                else:
+                    room[application] = self.webhooks.room(application)
+            if room[application] > 0:
+                room[application] -= 1
+                go.append(claim)
+            else:
+                later.append(
+                    claim._replace(due_ms=max(claim.due_ms, now_ms) + BUSY_WEBHOOK_WAIT_MS)
+                )
+        return go, later
+
+    def routes(self, applications: Iterable[str]) -> dict[str, Route]:
+        """Each application's route, from the registry as the cache has it."""
+        routes = {}
+        for application in set(applications):
+            channel = self._channel(application)
+            lease_ms = self.webhooks.lease_ms(application) if channel == WEBHOOK else 0
+            routes[application] = Route(channel, lease_ms)
+        return routes
+
+    @staticmethod
+    def split(rows: list[RingRow], routes: dict[str, Route]) -> tuple[list[RingRow], list[RingRow]]:
+        """The rows to publish to RabbitMQ, and those to hand off."""
+        published: list[RingRow] = []
+        handed: list[RingRow] = []
+        for row in rows:
+            (published if routes[row.application].channel == AMQP else handed).append(row)
+        return published, handed
+
+    def hand_off(
+        self,
+        tx: RingTransaction,
+        handed: Sequence[tuple[RingRow, int]],
+        versions: dict[int, int],
+        now_ms: int,
+        routes: dict[str, Route],
+    ) -> list[WebhookCall]:
+        """Mark each (row, handed at) delivering in the ring batch's transaction; returns the
+        webhook calls to make once it commits. A pull message is ready from when it was
+        handed; a webhook call's alarm is marked until its timeout and a margin."""
+        calls: list[WebhookCall] = []
+        called: list[tuple[int, int]] = []
+        ready: list[tuple[int, int]] = []
+        for row, at_ms in handed:
+            route = routes[row.application]
+            if route.channel == PULL:
+                ready.append((row.id, at_ms))
+            else:
+                called.append((row.id, at_ms + route.lease_ms))
+                calls.append(WebhookCall(row, versions[row.id] + 1))
+        if called:
+            tx.hand_off(called, now_ms, keep_claim=True)
+        if ready:
+            tx.hand_off(ready, now_ms, keep_claim=False)
+        return calls
+
+    def _channel(self, application: str) -> str:
+        return self.policies.policy(application).channel

@@ -1,0 +1,348 @@
+"""The webhook channel end to end: an application configured over the admin API, its alarms
+rung by the engine on the fake clock and POSTed to a real HTTP receiver in this process,
+signed per Standard Webhooks; retries, Retry-After, timeouts, death, the cutoff, cancels
+while delivering, and a slow endpoint beside another application. On SQLite and MariaDB."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+import standardwebhooks
+
+from clock_client.webhooks import verify
+from clock_server.api import Services, create_app
+from clock_server.api.tokens import load_tokens
+from clock_server.deadline import Deadline
+from clock_server.delivery.webhook_sender import HttpWebhookSender
+from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.metrics import Metrics
+from clock_server.settings import Settings
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
+from clock_server.store.claims import SqlClaimStore
+from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.history import AlarmHistory
+from clock_server.testing import InMemoryPublisher, SettableClock
+from tests.support import settle
+from tests.webhook_receiver import Answer, Received, Receiver, receiving
+
+
+def real_now_ms() -> int:
+    """The fake clock starts at the real time, to the second: a receiver checks that a
+    webhook's signed timestamp is within five minutes of its own clock."""
+    return int(time.time()) * 1000
+
+
+ADMIN = "admin-token-0123456789abc="
+HOOKS = "hooks-token-0123456789abcd"  # the application "hooks" only
+TOKENS = f"{ADMIN}=*; {HOOKS}=hooks"
+
+
+class Harness:
+    """The API and an engine with the webhook channel, on one store and fake clock."""
+
+    def __init__(self, store: AlarmStore, clock: SettableClock, **settings: Any) -> None:
+        self.publisher = InMemoryPublisher()
+        defaults = {"retry_base_s": 1, "retry_cap_s": 8, "retry_max": 3}
+        self.settings = Settings(
+            tokens=TOKENS, webhook_allow_private=True, **{**defaults, **settings}
+        )
+        services = Services(
+            self.settings,
+            store,
+            clock,
+            Metrics(),
+            publisher=self.publisher,
+            tokens=load_tokens(self.settings.tokens, ""),
+        )
+        self.client = create_app(services).test_client()
+        self.app = services
+        self.store = store
+        self.clock = clock
+        self.engine = AlarmEngine(
+            self.settings,
+            SqlClaimStore(store),
+            SqlEngineRegistry(store),
+            self.publisher,
+            clock,
+            Metrics(),
+            policies=CachedPolicies(SqlApplicationRegistry(store).all, clock.now_ms, 0),
+            webhook_sender=HttpWebhookSender(allow_private=True),
+        )
+
+    def call(self, method: str, url: str, token: str | None = ADMIN, **kwargs: Any) -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return self.client.open(url, method=method, headers=headers, **kwargs)
+
+    def configure(self, name: str, **settings: Any) -> dict[str, Any]:
+        response = self.call("PATCH", f"/v1/applications/{name}", json=settings)
+        if response.status_code == 404:
+            response = self.call("PUT", f"/v1/applications/{name}", json=settings)
+        assert response.status_code in (200, 201), response.get_data(as_text=True)
+        return response.get_json()  # type: ignore[no-any-return]
+
+    def secret(self, name: str) -> str:
+        response = self.call("GET", f"/v1/applications/{name}/webhook-secret")
+        return response.get_json()["webhook_secret"]  # type: ignore[no-any-return]
+
+    def create(self, business_id: str, application: str = "hooks", **fields: Any) -> Any:
+        body = {"application": application, "business_id": business_id, "payload": "p"}
+        response = self.call("POST", "/v1/alarms", json={**body, **fields})
+        assert response.status_code == 201, response.get_data(as_text=True)
+        return response.get_json()
+
+    def ring_at(self, at_ms: int) -> None:
+        """Move the clock to `at_ms`, ring what is due and wait for the webhook calls."""
+        self.clock.set(at_ms)
+        self.engine.preloader.run_once()
+        settle(self.engine, self.clock)
+        self.wait_for_calls()
+
+    def wait_for_calls(self, timeout_s: float = 5.0) -> None:
+        assert self.engine.webhooks is not None
+        deadline = time.monotonic() + timeout_s
+        while self.engine.webhooks.in_flight:
+            assert time.monotonic() < deadline, "webhook calls still in flight"
+            time.sleep(0.002)
+
+    def alarm(self, business_id: str, application: str = "hooks") -> dict[str, Any]:
+        return self.call("GET", f"/v1/alarms/{application}/{business_id}").get_json()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        assert self.engine.webhooks is not None
+        self.engine.webhooks.close(Deadline(5))
+
+
+@pytest.fixture
+def harness(store: AlarmStore, fake_clock: SettableClock) -> Iterator[Harness]:
+    fake_clock.set(real_now_ms())
+    h = Harness(store, fake_clock)
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with receiving() as r:
+        yield r
+
+
+def scripted(*answers: Answer) -> Any:
+    """A policy answering the n-th call with answers[n] (the last one from then on)."""
+    calls: list[int] = []
+
+    def policy(_received: Received) -> Answer:
+        calls.append(1)
+        return answers[min(len(calls), len(answers)) - 1]
+
+    return policy
+
+
+# --- the registry --------------------------------------------------------------------------
+
+
+def test_the_webhook_channel_needs_a_url_and_gets_a_secret_that_can_be_rotated(harness: Harness):
+    h = harness
+    t0 = h.clock.now_ms()
+    missing = h.call("PUT", "/v1/applications/hooks", json={"channel": "webhook"})
+    assert missing.status_code == 400 and missing.get_json()["error"]["field"] == "webhook_url"
+    wrong = h.call("PUT", "/v1/applications/hooks", json={"channel": "smtp"})
+    assert wrong.status_code == 400 and wrong.get_json()["error"]["field"] == "channel"
+    ftp = h.call("PUT", "/v1/applications/hooks", json={"webhook_url": "ftp://example.com/x"})
+    assert ftp.status_code == 400 and ftp.get_json()["error"]["field"] == "webhook_url"
+    assert h.call("GET", "/v1/applications/hooks").status_code == 404  # nothing was written
+    stored = h.configure("hooks", channel="webhook", webhook_url="http://127.0.0.1:9/hook")
+    assert (stored["channel"], stored["webhook_secret_set"]) == ("webhook", True)
+    assert "webhook_secret" not in stored
+    first = h.secret("hooks")
+    assert first.startswith("whsec_")
+    rotated = h.call("POST", "/v1/applications/hooks/webhook-secret").get_json()
+    assert rotated["webhook_secret"].startswith("whsec_") and rotated["webhook_secret"] != first
+    assert h.secret("hooks") == rotated["webhook_secret"]
+    assert h.call("GET", "/v1/applications/hooks/webhook-secret", HOOKS).status_code == 403
+    assert h.call("POST", "/v1/applications/hooks/webhook-secret", HOOKS).status_code == 403
+
+
+def test_private_targets_are_refused_unless_the_server_allows_them(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    settings = Settings(tokens=TOKENS)  # CLOCK_WEBHOOK_ALLOW_PRIVATE off, the default
+    tokens = load_tokens(settings.tokens, "")
+    services = Services(settings, store, fake_clock, Metrics(), tokens=tokens)
+    client = create_app(services).test_client()
+    for url in ("http://127.0.0.1:8080/x", "http://10.0.0.7/x", "http://169.254.169.254/x"):
+        refused = client.put(
+            "/v1/applications/hooks",
+            json={"channel": "webhook", "webhook_url": url},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        )
+        assert refused.status_code == 400, url
+        assert refused.get_json()["error"]["field"] == "webhook_url"
+
+
+# --- ringing -------------------------------------------------------------------------------
+
+
+def test_an_alarm_is_posted_at_its_time_signed_and_rung_on_a_2xx(
+    harness: Harness, receiver: Receiver
+):
+    h = harness
+    t0 = h.clock.now_ms()
+    h.configure("hooks", channel="webhook", webhook_url=receiver.url())
+    created = h.create("order-1", target_ring_at=t0 + 5_000)
+    h.ring_at(t0 + 4_900)  # past the lock-ahead lead
+    assert receiver.received == []  # never early
+    assert h.alarm("order-1")["status"] == "pending"
+    h.ring_at(t0 + 5_000)
+    [call] = receiver.wait_for(1)
+    assert call.webhook_id == str(created["id"]) and call.attempt == 1
+    assert call.headers["content-type"] == "application/json"
+    secret = h.secret("hooks")
+    message = standardwebhooks.Webhook(secret).verify(call.body, call.headers)
+    assert message == verify(secret, call.headers, call.body)
+    assert message["business_id"] == "order-1" and message["published_at"] == t0 + 5_000
+    alarm = h.alarm("order-1")
+    assert (alarm["status"], alarm["rung_at"]) == ("rung", t0 + 5_000)
+    assert h.publisher.published == []  # not on RabbitMQ
+    tampered = call.body.replace(b"order-1", b"order-2")
+    with pytest.raises(Exception, match="signature"):
+        verify(secret, call.headers, tampered)
+
+
+def test_a_500_is_retried_with_backoff_and_the_same_webhook_id(harness: Harness):
+    h = harness
+    t0 = h.clock.now_ms()
+    with receiving(scripted(Answer(500), Answer(502), Answer(204))) as receiver:
+        h.configure("hooks", channel="webhook", webhook_url=receiver.url())
+        h.create("order-2", target_ring_at=t0 + 1_000)
+        h.ring_at(t0 + 1_000)
+        receiver.wait_for(1)
+        after_first = h.alarm("order-2")
+        assert (after_first["status"], after_first["retry_times"]) == ("pending", 1)
+        # Equal jitter: the first retry waits between half and all of the 1 s base.
+        assert t0 + 1_500 <= after_first["next_try_time"] <= t0 + 2_000
+        h.ring_at(after_first["next_try_time"])
+        receiver.wait_for(2)
+        h.ring_at(h.alarm("order-2")["next_try_time"])
+        calls = receiver.wait_for(3)
+    assert [c.attempt for c in calls] == [1, 2, 3]
+    assert len({c.webhook_id for c in calls}) == 1
+    assert [orjson.loads(c.body)["attempt"] for c in calls] == [1, 2, 3]
+    assert h.alarm("order-2")["status"] == "rung"
+    events = AlarmHistory(h.store).events("hooks", "order-2")
+    failed = [e.detail["error"] for e in events if e.kind == "attempt_failed"]
+    assert failed == ["HTTP 500", "HTTP 502"]
+
+
+def test_retry_after_of_a_503_is_honoured(harness: Harness):
+    h = harness
+    t0 = h.clock.now_ms()
+    busy = Answer(503, (("Retry-After", "30"),))
+    with receiving(scripted(busy, Answer(200))) as receiver:
+        h.configure("hooks", channel="webhook", webhook_url=receiver.url())
+        h.create("order-3", target_ring_at=t0 + 1_000)
+        h.ring_at(t0 + 1_000)
+        receiver.wait_for(1)
+        retry_at = h.alarm("order-3")["next_try_time"]
+        assert retry_at >= t0 + 1_000 + 30_000  # not the 1 s backoff
+        h.ring_at(retry_at - 100)
+        assert len(receiver.received) == 1
+        h.ring_at(retry_at)
+        receiver.wait_for(2)
+    assert h.alarm("order-3")["status"] == "rung"
+
+
+def test_a_timeout_is_a_failed_attempt_and_the_last_one_makes_it_dead(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    fake_clock.set(real_now_ms())
+    h = Harness(store, fake_clock, retry_max=1)
+    t0 = h.clock.now_ms()
+    try:
+        with receiving(scripted(Answer(200, sleep_s=1.0), Answer(500))) as receiver:
+            h.configure(
+                "hooks", channel="webhook", webhook_url=receiver.url(), webhook_timeout_s=0.2
+            )
+            h.create("order-4", target_ring_at=t0 + 1_000)
+            h.ring_at(t0 + 1_000)
+            h.ring_at(h.alarm("order-4")["next_try_time"])
+            receiver.wait_for(2)
+    finally:
+        h.close()
+    alarm = h.alarm("order-4")
+    assert (alarm["status"], alarm["retry_times"]) == ("dead", 1)
+    events = AlarmHistory(h.store).events("hooks", "order-4")
+    errors = [(e.kind, e.detail.get("error")) for e in events if e.kind != "created"]
+    assert errors[0][0] == "attempt_failed" and "timed out" in errors[0][1]
+    assert errors[1:] == [("attempt_failed", "HTTP 500"), ("dead", "HTTP 500")]
+
+
+def test_past_its_cutoff_a_retry_is_expired_and_never_sent(harness: Harness):
+    h = harness
+    t0 = h.clock.now_ms()
+    with receiving(scripted(Answer(500))) as receiver:
+        h.configure("hooks", channel="webhook", webhook_url=receiver.url())
+        h.create("order-5", target_ring_at=t0 + 1_000, latest_ring_at=t0 + 1_200)
+        h.ring_at(t0 + 1_000)
+        receiver.wait_for(1)
+        h.ring_at(h.alarm("order-5")["next_try_time"])  # at least 500 ms later: past 1_200
+        assert len(receiver.received) == 1
+    assert h.alarm("order-5")["status"] == "expired"
+
+
+def test_a_cancel_while_delivering_is_409_and_during_a_backoff_is_taken(harness: Harness):
+    h = harness
+    t0 = h.clock.now_ms()
+    hanging = Answer(500, sleep_s=3.0)
+    with receiving(scripted(hanging)) as receiver:
+        h.configure("hooks", channel="webhook", webhook_url=receiver.url())
+        h.create("order-6", target_ring_at=t0 + 1_000)
+        h.clock.set(t0 + 1_000)
+        h.engine.preloader.run_once()
+        settle(h.engine, h.clock)
+        receiver.wait_for(1)
+        alarm = h.alarm("order-6")
+        assert alarm["status"] == "delivering"
+        refused = h.call("DELETE", "/v1/alarms/hooks/order-6")
+        assert refused.status_code == 409 and "delivering" in refused.get_json()["error"]["message"]
+        receiver.release()
+        h.wait_for_calls()
+    assert h.alarm("order-6")["status"] == "pending"  # the 500: backing off
+    assert h.call("DELETE", "/v1/alarms/hooks/order-6").status_code == 200
+    h.ring_at(t0 + 60_000)
+    assert len(receiver.received) == 1
+
+
+def test_a_slow_endpoint_never_holds_back_another_application(harness: Harness):
+    """`slow` answers after 3 s, and its calls pile up to its bound; `fast` rings 500 alarms
+    due over the same moments, each received while slow's calls still hang, and each
+    published at its due time on the engine's clock."""
+    h = harness
+    t0 = h.clock.now_ms()
+    moments = [t0 + 1_000 + 100 * step for step in range(10)]  # beyond the lock-ahead lead
+    with receiving(lambda _r: Answer(200, sleep_s=3.0)) as slow_end, receiving() as fast_end:
+        h.configure("slow", channel="webhook", webhook_url=slow_end.url(), webhook_max_in_flight=2)
+        h.configure("fast", channel="webhook", webhook_url=fast_end.url())
+        for at_ms in moments:
+            for n in range(5):
+                h.create(f"s-{at_ms}-{n}", application="slow", target_ring_at=at_ms)
+            for n in range(50):
+                h.create(f"f-{at_ms}-{n}", application="fast", target_ring_at=at_ms)
+        started = time.monotonic()
+        h.engine.preloader.run_once()
+        for step, at_ms in enumerate(moments, start=1):
+            h.clock.set(at_ms)
+            settle(h.engine, h.clock)
+            fast_end.wait_for(50 * step)
+        assert time.monotonic() - started < 3.0  # before any slow call could have answered
+        fast = [orjson.loads(c.body) for c in fast_end.received]
+        assert sorted(m["published_at"] - m["target_ring_at"] for m in fast) == [0] * 500
+        assert len(slow_end.received) == 2  # its bound on calls in flight: the rest wait
+        slow_end.release()
+        h.wait_for_calls()
+    statuses = h.call("GET", "/v1/alarms?application=fast&limit=1000").get_json()["alarms"]
+    assert [a["status"] for a in statuses] == ["rung"] * 500
