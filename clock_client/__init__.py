@@ -1,5 +1,5 @@
 """Client SDK of the clock service: create and manage alarms and applications over HTTP, consume
-rings over AMQP."""
+rings over AMQP or pull them over HTTP."""
 
 from .client import ClockClient
 from .consumer import Consumer
@@ -15,6 +15,7 @@ from .errors import (
     ValidationError,
 )
 from .models import (
+    AckResult,
     Alarm,
     AlarmEvent,
     AlarmMessage,
@@ -23,9 +24,13 @@ from .models import (
     ApplicationCounts,
     BatchResult,
     Counted,
+    PulledMessage,
 )
+from .pull_consumer import PullConsumer
+from .webhooks import verify as verify_webhook
 
 __all__ = [
+    "AckResult",
     "Alarm",
     "AlarmEvent",
     "AlarmMessage",
@@ -41,8 +46,11 @@ __all__ = [
     "Counted",
     "Forbidden",
     "NotFound",
+    "PullConsumer",
+    "PulledMessage",
     "RateLimited",
     "Unauthorized",
     "Unavailable",
     "ValidationError",
+    "verify_webhook",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -17,12 +17,15 @@ from urllib3.util.retry import Retry
 from .errors import ClockError, NotFound, Unavailable, error_from_response
 from .models import (
     APPLICATION_SETTINGS,
+    AckResult,
     Alarm,
     AlarmEvent,
     AlarmPage,
     Application,
     BatchResult,
     Counted,
+    PulledMessage,
+    ack_result_from_json,
     alarm_from_json,
     application_from_json,
     applications_from_json,
@@ -30,6 +33,7 @@ from .models import (
     create_body,
     events_from_json,
     page_from_json,
+    pulled_from_json,
     timing_fields,
     to_epoch_ms,
 )
@@ -78,8 +82,9 @@ class ClockClient:
     ``timeout`` (seconds) bounds connecting and each read. Failed connections and
     502/503/504 answers are retried up to ``retries`` times with exponential backoff
     (``backoff_factor``) for the idempotent calls only: get, list, health, cancel,
-    create, batch_create, events, applications, application and the PUT of configure;
-    update and the PATCH of configure are sent once. Every failure raises a
+    create, batch_create, events, applications, application, the PUT of configure,
+    pull (what a lost answer leased comes back when its lease ends) and ack; update and
+    the PATCH of configure are sent once. Every failure raises a
     subclass of ClockError. Use one client per thread; close it (or use ``with``)
     to release its connections.
     """
@@ -384,8 +389,10 @@ class ClockClient:
 
         ``settings`` are any of ``create_rate_per_s``, ``create_burst``, ``max_pending``,
         ``ring_rate_per_s``, ``ring_burst``, ``retry_base_s``, ``retry_cap_s``,
-        ``retry_max``, ``default_cutoff_ms`` and ``retention_days``; None clears one (no
-        limit, or the server's default). Needs an admin token (Forbidden otherwise).
+        ``retry_max``, ``default_cutoff_ms``, ``retention_days``, ``channel`` ("amqp",
+        "webhook" or "pull"), ``webhook_url``, ``webhook_timeout_s``,
+        ``webhook_max_in_flight`` and ``pull_visibility_s``; None clears one (no limit, or
+        the server's default). Needs an admin token (Forbidden otherwise).
 
         By default only the settings given change (PATCH), and those not given keep their
         values. An application that is not registered yet gets a 404 there and is then
@@ -417,6 +424,42 @@ class ClockClient:
                 pass  # not registered yet: the PUT below registers it
         return application_from_json(self._request("PUT", path, json=settings))
 
+    def webhook_secret(self, name: str, *, rotate: bool = False) -> str | None:
+        """The secret that signs the application's webhooks (None before it first took the
+        webhook channel); with ``rotate=True``, a new one replaces it first. Needs an admin
+        token (Forbidden otherwise)."""
+        path = f"{self._application_path(name)}/webhook-secret"
+        answer = self._request("POST" if rotate else "GET", path)
+        secret = answer.get("webhook_secret")
+        return secret if isinstance(secret, str) else None
+
+    def pull(
+        self, application: str, max: int = 10, wait_s: float = 0.0
+    ) -> builtins.list[PulledMessage]:
+        """Lease up to ``max`` (1 to 100) of a pull application's due messages; when none is
+        ready, the server waits up to ``wait_s`` (0 to 20) seconds for one. Each stays
+        hidden from other pullers until its ``leased_until``: ``ack`` it by then, or it is
+        leased again with the next ``attempt`` (so deduplicate on its id), until its
+        application's retries are spent and it is dead. Returns [] when nothing came.
+
+        The read timeout is the client's ``timeout`` plus ``wait_s``. Raises Conflict
+        (``.status`` names the channel) when the application does not take the pull
+        channel, ValidationError for a ``max`` or ``wait_s`` out of range.
+        """
+        path = self._application_path(application) + "/pull"
+        body = {"max": max, "wait_s": wait_s}
+        answer = self._request("POST", path, json=body, timeout=self.timeout + wait_s)
+        return pulled_from_json(answer)
+
+    def ack(self, application: str, ids: Iterable[int | str]) -> AckResult:
+        """Mark rung the pulled messages ``ids`` (1 to 1,000) of ``application``, whether or
+        not their lease has ended. An id that is unknown, another application's, or already
+        rung, expired or dead is returned in ``not_acked`` and changes nothing; so is one
+        acked by an earlier try of a request retried after a lost answer."""
+        path = self._application_path(application) + "/ack"
+        answer = self._request("POST", path, json={"ids": [str(i) for i in ids]})
+        return ack_result_from_json(answer)
+
     def _application_path(self, name: str) -> str:
         return f"/v1/applications/{_segment(name)}"
 
@@ -433,10 +476,14 @@ class ClockClient:
     def _alarm_path(self, application: str, business_id: str) -> str:
         return f"/v1/alarms/{_segment(application)}/{_segment(business_id)}"
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    def _request(
+        self, method: str, path: str, timeout: float | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """The answer to one call; `timeout` (seconds) replaces the client's own."""
         url = self.base_url + path
+        wait = self.timeout if timeout is None else timeout
         try:
-            response = self._session.request(method, url, timeout=self.timeout, **kwargs)
+            response = self._session.request(method, url, timeout=wait, **kwargs)
         except requests.Timeout as exc:
             raise Unavailable(f"{method} {url} timed out: {exc}", code="timeout") from exc
         except requests.ConnectionError as exc:

@@ -371,6 +371,11 @@ APPLICATION_SETTINGS = (
     "retry_max",
     "default_cutoff_ms",
     "retention_days",
+    "channel",
+    "webhook_url",
+    "webhook_timeout_s",
+    "webhook_max_in_flight",
+    "pull_visibility_s",
 )
 
 
@@ -430,6 +435,12 @@ class Application:
     counts: ApplicationCounts | None  # None when listed with counts=False
     created_at: int | None
     updated_at: int | None
+    channel: str = "amqp"  # how its alarms reach it: "amqp", "webhook" or "pull"
+    webhook_url: str | None = None
+    webhook_timeout_s: float | None = None
+    webhook_max_in_flight: int | None = None
+    pull_visibility_s: float | None = None
+    webhook_secret_set: bool = False  # read the secret with ClockClient.webhook_secret()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Application:
@@ -457,11 +468,17 @@ class Application:
             counts=None if counts is None else ApplicationCounts.from_dict(counts),
             created_at=_get(data, "created_at", int, optional=True),
             updated_at=_get(data, "updated_at", int, optional=True),
+            channel=_get(data, "channel", str, optional=True) or "amqp",
+            webhook_url=_get(data, "webhook_url", str, optional=True),
+            webhook_timeout_s=_number(data, "webhook_timeout_s"),
+            webhook_max_in_flight=_get(data, "webhook_max_in_flight", int, optional=True),
+            pull_visibility_s=_number(data, "pull_visibility_s"),
+            webhook_secret_set=bool(data.get("webhook_secret_set", False)),
         )
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The ten settings by name, as ``configure()`` takes them."""
+        """The settings by name, as ``configure()`` takes them."""
         return {name: getattr(self, name) for name in APPLICATION_SETTINGS}
 
 
@@ -481,3 +498,80 @@ def applications_from_json(data: Mapping[str, Any]) -> list[Application]:
     if not isinstance(found, list):
         raise _bad("a listing of applications must be {applications: [...]}")
     return [application_from_json(item) for item in found]
+
+
+@dataclass(frozen=True, slots=True)
+class PulledMessage:
+    """One message leased by ``ClockClient.pull``: ack its ``id`` before ``leased_until``
+    (epoch ms), or it is leased again with the next ``attempt``.
+
+    ``message`` is the ring as a Consumer gets it (``message_id`` is the id, ``redelivered``
+    True from the second lease on); ``body`` is the message as sent, with what
+    AlarmMessage does not hold (``trigger`` and ``count`` of a count-triggered alarm).
+    """
+
+    id: str
+    attempt: int
+    leased_until: int
+    message: AlarmMessage
+    body: Mapping[str, Any]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PulledMessage:
+        """Build from one item of a pull's ``messages``; ValueError if malformed."""
+        body = data.get("message")
+        if not isinstance(body, Mapping):
+            raise ValueError(f"'message' must be an object, got {body!r}")
+        alarm_id = _get(data, "id", str)
+        attempt = _get(data, "attempt", int)
+        return cls(
+            id=alarm_id,
+            attempt=attempt,
+            leased_until=_get(data, "leased_until", int),
+            message=AlarmMessage.from_body(body, message_id=alarm_id, redelivered=attempt > 1),
+            body=dict(body),
+        )
+
+    @property
+    def leased_until_datetime(self) -> datetime:
+        """``leased_until`` as an aware UTC datetime."""
+        return from_epoch_ms(self.leased_until)
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """The answer to ``ClockClient.ack``: the ids now rung, and the others (unknown, not
+    the application's, already rung, expired or dead), each in the order given."""
+
+    acked: tuple[str, ...]
+    not_acked: tuple[str, ...]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AckResult:
+        """Build from the server's answer; ValueError if malformed."""
+        lists = {}
+        for key in ("acked", "not_acked"):
+            ids = data.get(key)
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise ValueError(f"{key!r} must be a list of ids, got {ids!r}")
+            lists[key] = tuple(ids)
+        return cls(acked=lists["acked"], not_acked=lists["not_acked"])
+
+
+def pulled_from_json(data: Mapping[str, Any]) -> list[PulledMessage]:
+    """The PulledMessages of a decoded ``{"messages": [...]}``."""
+    found = data.get("messages")
+    if not isinstance(found, list):
+        raise _bad("a pull's answer must be {messages: [...]}")
+    try:
+        return [PulledMessage.from_dict(item) for item in found]
+    except (ValueError, AttributeError) as exc:
+        raise _bad(f"malformed pulled message: {exc}") from exc
+
+
+def ack_result_from_json(data: Mapping[str, Any]) -> AckResult:
+    """An AckResult from a decoded response; ClockError(code="bad_response") if malformed."""
+    try:
+        return AckResult.from_dict(data)
+    except ValueError as exc:
+        raise _bad(f"malformed ack answer: {exc}") from exc

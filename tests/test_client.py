@@ -527,9 +527,9 @@ def test_applications_and_application_return_typed_applications(
         created_at=T0,
         updated_at=T0 + 1,
     )
-    assert billing.settings["retry_max"] == 3 and len(billing.settings) == 10
+    assert billing.settings["retry_max"] == 3 and len(billing.settings) == 15
     assert not orders.registered and orders.created_at is None
-    assert set(orders.settings.values()) == {None}
+    assert {k: v for k, v in orders.settings.items() if v is not None} == {"channel": "amqp"}
     assert client.application("bil/ling") == billing
     assert [(r.method, r.path) for r in canned.requests] == [
         ("GET", "/v1/applications"),
@@ -866,7 +866,11 @@ def test_live_configure_registers_then_changes_only_what_it_is_given(live: Clock
     }
     assert live.application(app) == changed
     replaced = live.configure(app, replace=True, retention_days=2)
-    assert replaced.settings == {**dict.fromkeys(created.settings), "retention_days": 2.0}
+    assert replaced.settings == {
+        **dict.fromkeys(created.settings),
+        "channel": "amqp",
+        "retention_days": 2.0,
+    }
 
 
 def test_live_applications_list_counts(live: ClockClient) -> None:

@@ -298,6 +298,7 @@ def test_v1_without_a_valid_token_is_always_401(target: Target, operation: Any) 
 
 _CHECKER = OpenApiChecker(openapi_document())
 ONE = "/v1/alarms/{application}/{business_id}"
+APP = "/v1/applications/{application}"
 _TEMPLATES = [
     (re.compile(r"/v1/alarms"), "/v1/alarms"),
     (re.compile(r"/v1/alarms/batch"), BATCH),
@@ -308,7 +309,10 @@ _TEMPLATES = [
     (re.compile(r"/v1/alarms/[^/]+/.+/count", re.S), f"{ONE}/count"),
     (re.compile(r"/v1/alarms/[^/]+/.+", re.S), ONE),
     (re.compile(r"/v1/applications"), "/v1/applications"),
-    (re.compile(r"/v1/applications/[^/]+"), "/v1/applications/{application}"),
+    (re.compile(r"/v1/applications/[^/]+/webhook-secret"), f"{APP}/webhook-secret"),
+    (re.compile(r"/v1/applications/[^/]+/pull"), f"{APP}/pull"),
+    (re.compile(r"/v1/applications/[^/]+/ack"), f"{APP}/ack"),
+    (re.compile(r"/v1/applications/[^/]+"), APP),
     (re.compile(r"/v1/overview"), "/v1/overview"),
     (re.compile(r"/v1/whoami"), "/v1/whoami"),
     (re.compile(r"/healthz"), "/healthz"),

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
 import pytest
 import standardwebhooks
 
+from clock_client import ClockClient, verify_webhook
+from clock_client import ValidationError as ClientValidationError
 from clock_client.webhooks import verify
 from clock_server.api import Services, create_app
 from clock_server.api.tokens import load_tokens
@@ -27,7 +30,7 @@ from clock_server.store.claims import SqlClaimStore
 from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.history import AlarmHistory
 from clock_server.testing import InMemoryPublisher, SettableClock
-from tests.support import settle
+from tests.support import serve_wsgi, settle
 from tests.webhook_receiver import Answer, Received, Receiver, receiving
 
 
@@ -147,7 +150,6 @@ def scripted(*answers: Answer) -> Any:
 
 def test_the_webhook_channel_needs_a_url_and_gets_a_secret_that_can_be_rotated(harness: Harness):
     h = harness
-    t0 = h.clock.now_ms()
     missing = h.call("PUT", "/v1/applications/hooks", json={"channel": "webhook"})
     assert missing.status_code == 400 and missing.get_json()["error"]["field"] == "webhook_url"
     wrong = h.call("PUT", "/v1/applications/hooks", json={"channel": "smtp"})
@@ -346,3 +348,24 @@ def test_a_slow_endpoint_never_holds_back_another_application(harness: Harness):
         h.wait_for_calls()
     statuses = h.call("GET", "/v1/alarms?application=fast&limit=1000").get_json()["alarms"]
     assert [a["status"] for a in statuses] == ["rung"] * 500
+
+
+def test_the_sdk_configures_the_channel_and_reads_and_rotates_the_secret(
+    harness: Harness, receiver: Receiver
+):
+    h = harness
+    t0 = h.clock.now_ms()
+    with contextmanager(serve_wsgi)(create_app(h.app)) as url, ClockClient(url, ADMIN) as client:
+        configured = client.configure("hooks", channel="webhook", webhook_url=receiver.url())
+        assert (configured.channel, configured.webhook_url) == ("webhook", receiver.url())
+        assert configured.webhook_secret_set and configured.settings["channel"] == "webhook"
+        first = client.webhook_secret("hooks")
+        rotated = client.webhook_secret("hooks", rotate=True)
+        assert first and rotated and first != rotated == client.webhook_secret("hooks")
+        with pytest.raises(ClientValidationError) as refused:
+            client.configure("hooks", channel="carrier-pigeon")
+        assert refused.value.field == "channel"
+    h.create("order-8", target_ring_at=t0 + 1_000)
+    h.ring_at(t0 + 1_000)
+    [call] = receiver.wait_for(1)
+    assert verify_webhook(rotated, call.headers, call.body)["business_id"] == "order-8"

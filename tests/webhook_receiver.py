@@ -87,7 +87,7 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 received = Received(
                     self.path,
@@ -107,7 +107,7 @@ class Receiver:
                 self.send_header("content-length", "0")
                 self.end_headers()
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 return
 
         return Handler

@@ -17,6 +17,7 @@ from clock_server.api.application_routes import applications
 from clock_server.api.console.overview_routes import overview
 from clock_server.api.console.pages import console
 from clock_server.api.http_errors import clock_error, http_error, unexpected_error
+from clock_server.api.pull_routes import pulls
 from clock_server.api.routes import api
 from clock_server.api.services import Services
 from clock_server.errors import ClockError
@@ -37,6 +38,7 @@ def create_app(services: Services) -> Flask:
     app.register_blueprint(applications)
     app.register_blueprint(actions)
     app.register_blueprint(overview)
+    app.register_blueprint(pulls)
     app.register_blueprint(console)
     app.register_error_handler(ClockError, clock_error)
     app.register_error_handler(HTTPException, http_error)

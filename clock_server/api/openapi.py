@@ -8,7 +8,9 @@ from typing import Any
 from clock_server import __version__
 from clock_server.api.application_validation import ApplicationSettings
 from clock_server.api.overview_openapi import overview_path
+from clock_server.api.pull_openapi import pull_paths
 from clock_server.api.validation import CreateAlarm, UpdateAlarm
+from clock_server.api.webhook_openapi import webhook_secret_path
 from clock_server.model import APPLICATION_PATTERN, EVENT_KINDS, STATUSES
 
 _REF = "#/components/schemas/{model}"
@@ -427,6 +429,11 @@ def _application_schema() -> dict[str, Any]:
         [value] = [branch for branch in field["anyOf"] if branch.get("type") != "null"]
         kind = value["type"]
         properties[name] = {"type": [kind, "null"], "description": field.get("description", "")}
+    properties["channel"]["type"] = "string"  # null in a request means amqp; never in an answer
+    properties["webhook_secret_set"] = {
+        "type": "boolean",
+        "description": "whether a secret signs its webhooks (read it at .../webhook-secret)",
+    }
     properties["created_at"] = {
         "type": ["integer", "null"],
         "description": "epoch ms; null when not registered",
@@ -726,6 +733,10 @@ def openapi_document() -> dict[str, Any]:
     paths.update(_action_paths())
     paths["/v1/alarms/{application}/{business_id}/count"] = _count_path()
     paths["/v1/overview"] = overview_path(_admin_errors(401, 403, 503))
+    paths.update(pull_paths(_errors(400, 401, 403, 413, 503)))
+    paths["/v1/applications/{application}/webhook-secret"] = webhook_secret_path(
+        _APPLICATION_PARAMS, _admin_errors(400, 401, 403, 404, 503)
+    )
     return {
         "openapi": "3.1.0",
         "info": {

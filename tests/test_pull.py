@@ -1,0 +1,459 @@
+"""The pull channel end to end: alarms handed off by the engine (on the fake clock), leased
+and acked through the API and the store. On SQLite and MariaDB."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import orjson
+import pytest
+from sqlalchemy import delete
+
+from clock_server.api import Services, create_app
+from clock_server.api.tokens import load_tokens
+from clock_server.delivery.webhook_sender import HttpWebhookSender
+from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.engine.messages import message_of
+from clock_server.metrics import Metrics
+from clock_server.model import ApplicationPolicy, NewAlarm, RingRow
+from clock_server.settings import Settings
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
+from clock_server.store.claims import SqlClaimStore
+from clock_server.store.dead_letters import SqlDeadLetterOutbox
+from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue, message_body
+from clock_server.store.schema import dead_letter_table
+from clock_server.testing import InMemoryPublisher, SettableClock
+from tests.support import settle, unique
+from tests.test_api import OpenApiChecker
+
+NOW = 1_700_000_000_000
+APP = "jobs"
+JOBS = "jobs-token-0123456789abcd"
+OTHER = "other-token-0123456789ab"
+JOBS_READ = "jobs-read-token-0123456789"
+ADMIN = "admin-token-0123456789abc="
+TOKENS = f"{JOBS}=jobs; {OTHER}=other; {JOBS_READ}=jobs:read; {ADMIN}=*"
+VISIBILITY_MS = 5_000
+PULL = "/v1/applications/{application}/pull"
+ACK = "/v1/applications/{application}/ack"
+POLICIES_FOREVER_MS = 10**12
+
+
+class Harness:
+    """The API with tokens and an engine on one store and fake clock, with `jobs` registered
+    on the pull channel (retry_max 2, a visibility timeout of VISIBILITY_MS)."""
+
+    def __init__(self, store: AlarmStore, clock: SettableClock, retry_max: int = 2) -> None:
+        self.store = store
+        self.clock = clock
+        registry = SqlApplicationRegistry(store)
+        policy = ApplicationPolicy(
+            name=APP, channel="pull", pull_visibility_s=VISIBILITY_MS / 1000, retry_max=retry_max
+        )
+        registry.put(policy, clock.now_ms())
+        # No lock-ahead: a ring lane holding SQLite's write lock while it sleeps on the fake
+        # clock would block the pulls of the same thread.
+        self.settings = Settings(tokens=TOKENS, pull_poll_ms=10, ring_lead_ms=0, ring_lead_max_ms=0)
+        self.metrics = Metrics()
+        self.publisher = InMemoryPublisher()
+        services = Services(
+            self.settings,
+            store,
+            clock,
+            self.metrics,
+            publisher=self.publisher,
+            tokens=load_tokens(self.settings.tokens, ""),
+        )
+        self.app = create_app(services)
+        self.client = self.app.test_client()
+        self.engine = AlarmEngine(
+            self.settings,
+            SqlClaimStore(store),
+            SqlEngineRegistry(store),
+            self.publisher,
+            clock,
+            Metrics(),
+            # Read once, before any ring transaction: on SQLite a read of the registry
+            # inside one (Channels.split) waits for that transaction's own write lock.
+            policies=CachedPolicies(registry.all, clock.now_ms, POLICIES_FOREVER_MS),
+            webhook_sender=HttpWebhookSender(allow_private=True),
+        )
+        self.check = OpenApiChecker(self.client.get("/openapi.json").get_json())
+
+    def call(self, method: str, url: str, token: str | None = JOBS, **kwargs: Any) -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return self.client.open(url, method=method, headers=headers, **kwargs)
+
+    def create(self, business_id: str, target: int, **fields: Any) -> int:
+        body = {"application": APP, "business_id": business_id, "payload": f"p-{business_id}",
+                "target_ring_at": target, **fields}  # fmt: skip
+        response = self.call("POST", "/v1/alarms", json=body)
+        assert response.status_code == 201, response.get_json()
+        return int(response.get_json()["id"])
+
+    def step(self) -> None:
+        """Everything the engine does at this instant of the fake clock."""
+        self.engine.preloader.run_once()
+        settle(self.engine, self.clock)
+
+    def pull(self, token: str | None = JOBS, application: str = APP, **body: Any) -> Any:
+        response = self.call("POST", f"/v1/applications/{application}/pull", token, json=body)
+        self.check.response(PULL, "POST", response)
+        return response
+
+    def pulled(self, **body: Any) -> list[dict[str, Any]]:
+        response = self.pull(**body)
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()["messages"]  # type: ignore[no-any-return]
+
+    def ack(self, ids: Any, token: str | None = JOBS, application: str = APP) -> Any:
+        url = f"/v1/applications/{application}/ack"
+        response = self.call("POST", url, token, json={"ids": ids})
+        self.check.response(ACK, "POST", response)
+        return response
+
+    def alarm(self, business_id: str) -> dict[str, Any]:
+        response = self.call("GET", f"/v1/alarms/{APP}/{business_id}")
+        assert response.status_code == 200
+        return response.get_json()  # type: ignore[no-any-return]
+
+    def events(self, business_id: str) -> list[dict[str, Any]]:
+        response = self.call("GET", f"/v1/alarms/{APP}/{business_id}/events")
+        return response.get_json()["events"]  # type: ignore[no-any-return]
+
+    def metric(self, name: str, application: str = APP) -> float:
+        value = self.metrics.registry.get_sample_value(name, {"application": application})
+        return value or 0.0
+
+
+@pytest.fixture
+def harness(store: AlarmStore, fake_clock: SettableClock) -> Harness:
+    return Harness(store, fake_clock)
+
+
+def test_a_message_is_never_handed_out_before_its_target(harness: Harness):
+    h = harness
+    alarm_id = h.create("a", NOW + 5_000)
+    h.clock.set(NOW + 4_999)
+    h.step()
+    assert h.pulled() == []
+    assert h.alarm("a")["status"] == "pending"
+
+    h.clock.set(NOW + 5_000)
+    h.step()
+    assert h.alarm("a")["status"] == "delivering"
+    h.clock.set(NOW + 5_010)
+    [message] = h.pulled(max=5)
+    assert message == {
+        "id": str(alarm_id),
+        "attempt": 1,
+        "leased_until": NOW + 5_010 + VISIBILITY_MS,
+        "message": {"id": alarm_id, "application": APP, "business_id": "a", "payload": "p-a",
+                    "target_ring_at": NOW + 5_000, "attempt": 1, "published_at": NOW + 5_010},
+    }  # fmt: skip
+    alarm = h.alarm("a")
+    assert (alarm["status"], alarm["next_try_time"]) == ("delivering", message["leased_until"])
+    assert (alarm["retry_times"], alarm["rung_at"]) == (1, None)
+    assert h.publisher.published == []  # never to RabbitMQ
+    assert h.metric("clock_pull_messages_leased_total") == 1
+
+
+def test_a_lease_hides_a_message_from_other_pulls(harness: Harness):
+    h = harness
+    first, second = h.create("a", NOW + 1_000), h.create("b", NOW + 2_000)
+    h.clock.set(NOW + 2_000)
+    h.step()
+    assert [m["id"] for m in h.pulled(max=1)] == [str(first)]  # earliest ready first
+    assert [m["id"] for m in h.pulled(max=10)] == [str(second)]
+    assert h.pulled(max=10) == []
+    h.clock.set(NOW + 2_000 + VISIBILITY_MS - 1)
+    assert h.pulled(max=10) == []
+
+
+def test_an_unacked_message_comes_back_after_its_lease_with_the_next_attempt(harness: Harness):
+    h = harness
+    alarm_id = h.create("a", NOW + 1_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    [first] = h.pulled()
+    h.clock.set(first["leased_until"])
+    [again] = h.pulled()
+    assert (again["id"], again["attempt"], again["message"]["attempt"]) == (str(alarm_id), 2, 2)
+    assert again["leased_until"] == first["leased_until"] + VISIBILITY_MS
+    assert h.alarm("a")["retry_times"] == 2
+    assert h.events("a")[1:] == [
+        {"at": first["leased_until"], "kind": "attempt_failed", "actor": "clock",
+         "detail": {"attempt": 1, "error": NOT_ACKED, "retry_at": first["leased_until"]}},
+    ]  # fmt: skip
+
+
+def test_a_message_unacked_past_its_retries_is_dead_with_a_dead_letter(harness: Harness):
+    h = harness  # retry_max 2: three leases
+    key = unique("dead-")
+    alarm_id = h.create(key, NOW + 1_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    ends = []
+    for attempt in (1, 2, 3):
+        [message] = h.pulled()
+        assert message["attempt"] == attempt
+        ends.append(message["leased_until"])
+        h.clock.set(message["leased_until"])
+    assert h.pulled() == []
+    alarm = h.alarm(key)
+    assert (alarm["status"], alarm["next_try_time"], alarm["retry_times"]) == ("dead", ends[2], 3)
+    assert [(e["kind"], e["detail"]) for e in h.events(key)[1:]] == [
+        ("attempt_failed", {"attempt": 1, "error": NOT_ACKED, "retry_at": ends[0]}),
+        ("attempt_failed", {"attempt": 2, "error": NOT_ACKED, "retry_at": ends[1]}),
+        ("attempt_failed", {"attempt": 3, "error": NOT_ACKED}),
+        ("dead", {"attempts": 3, "error": NOT_ACKED}),
+    ]
+    letters = [
+        letter
+        for letter in SqlDeadLetterOutbox(h.store).next_letters(10_000)
+        if (letter.application, letter.business_id) == (APP, key)
+    ]
+    assert [(d.alarm_id, d.attempts, d.error, d.died_at) for d in letters] == [
+        (alarm_id, 3, NOT_ACKED, ends[2])
+    ]
+    assert h.metric("clock_alarms_dead_total") == 1
+    with h.store.engine.begin() as conn:
+        conn.execute(delete(dead_letter_table).where(dead_letter_table.c.business_id == key))
+
+
+def test_a_message_is_never_handed_out_after_its_cutoff(harness: Harness):
+    h = harness
+    h.create("late", NOW + 1_000, latest_ring_at=NOW + 1_000 + VISIBILITY_MS)
+    h.create("never", NOW + 1_000, latest_ring_at=NOW + 1_500)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    [message] = h.pulled(max=1)  # "late": its lease ends past its cutoff
+    assert message["message"]["business_id"] == "late"
+    h.clock.set(message["leased_until"] + 1)
+    assert h.pulled() == []
+    for key, cutoff, attempts in (("late", NOW + 1_000 + VISIBILITY_MS, 1),
+                                  ("never", NOW + 1_500, 0)):  # fmt: skip
+        alarm = h.alarm(key)
+        assert (alarm["status"], alarm["next_try_time"]) == ("expired", message["leased_until"] + 1)
+        assert [(e["kind"], e["detail"]) for e in h.events(key)[1:]] == [
+            ("expired", {"latest_ring_at": cutoff, "attempts": attempts})
+        ]
+    assert h.metric("clock_alarms_expired_total") == 2
+
+
+def test_an_ack_makes_the_alarm_rung_once(harness: Harness):
+    h = harness
+    alarm_id = h.create("a", NOW + 1_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    [message] = h.pulled()
+    h.clock.set(NOW + 1_200)
+    answer = h.ack([message["id"], "999999999999", "9999999999999999999", message["id"]])
+    assert answer.status_code == 200
+    assert answer.get_json() == {
+        "acked": [str(alarm_id)],
+        "not_acked": ["999999999999", "9999999999999999999"],
+    }
+    alarm = h.alarm("a")
+    assert (alarm["status"], alarm["rung_at"], alarm["next_try_time"]) == (
+        "rung", NOW + 1_200, NOW + 1_200,
+    )  # fmt: skip
+    assert alarm["retry_times"] == 0  # as after a ring on the first attempt
+    assert h.events("a")[-1] == {"at": NOW + 1_200, "kind": "rung", "actor": "clock",
+                                 "detail": {"attempt": 1}}  # fmt: skip
+    assert h.ack([message["id"]]).get_json() == {"acked": [], "not_acked": [str(alarm_id)]}
+    assert h.metric("clock_alarms_rung_total") == 1
+    h.clock.set(message["leased_until"])
+    assert h.pulled() == []
+
+
+def test_a_late_ack_still_counts_and_the_attempt_is_the_lease_acked(harness: Harness):
+    h = harness
+    h.create("a", NOW + 1_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    [first] = h.pulled()
+    h.clock.set(first["leased_until"])
+    [second] = h.pulled()
+    h.clock.set(second["leased_until"] + 1)  # this lease has ended too, unacked
+    assert h.ack([second["id"]]).get_json()["acked"] == [second["id"]]
+    alarm = h.alarm("a")
+    assert (alarm["status"], alarm["retry_times"]) == ("rung", 1)
+    assert h.events("a")[-1]["detail"] == {"attempt": 2}
+
+
+def test_an_ack_leaves_other_alarms_alone(harness: Harness):
+    h = harness
+    pending = h.create("pending", NOW + 60_000)
+    other = h.call("POST", "/v1/alarms", OTHER, json={
+        "application": "other", "business_id": "x", "payload": "p", "target_ring_at": NOW + 1_000,
+    })  # fmt: skip
+    h.clock.set(NOW + 1_000)
+    h.step()
+    other_id = other.get_json()["id"]
+    assert h.ack([str(pending), str(other_id)]).get_json()["acked"] == []
+    assert h.alarm("pending")["status"] == "pending"
+    assert h.call("GET", "/v1/alarms/other/x", OTHER).get_json()["status"] == "rung"
+
+
+def test_the_alarm_message_is_the_same_as_on_every_channel():
+    rows = [
+        RingRow(7, APP, "b", "p", NOW, None, 0),
+        RingRow(8, APP, "c", "p", NOW, NOW + 5, 2, ring_after_count=3, counted=3),
+        RingRow(9, APP, "d", "p", NOW, None, 1, ring_after_count=3, counted=1),
+    ]
+    for row in rows:
+        assert message_body(row, NOW + 9) == orjson.loads(message_of(row, NOW + 9).body)
+    assert message_body(rows[1], NOW)["trigger"] == "count"
+    assert message_body(rows[2], NOW)["trigger"] == "time"
+
+
+def test_a_count_triggered_alarm_says_what_made_it_ring(harness: Harness):
+    h = harness
+    h.create("c", NOW + 60_000, ring_after_count=2)
+    response = h.call("POST", f"/v1/alarms/{APP}/c/count", json={"by": 2})
+    assert response.get_json()["reached"] is True
+    h.step()
+    [message] = h.pulled()
+    assert (message["message"]["trigger"], message["message"]["count"]) == ("count", 2)
+
+
+def test_pull_needs_the_pull_channel(harness: Harness):
+    h = harness
+    response = h.pull(application="other")
+    assert response.status_code == 403  # the jobs token does not cover it
+    response = h.pull(token=OTHER, application="other")
+    assert response.status_code == 409
+    error = response.get_json()["error"]
+    assert (error["code"], error["status"]) == ("conflict", "amqp")
+    assert "amqp channel" in error["message"]
+
+
+def test_a_token_of_another_application_or_one_that_may_only_read_is_refused(harness: Harness):
+    h = harness
+    alarm_id = h.create("a", NOW + 1_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    for token in (OTHER, JOBS_READ):
+        assert h.pull(token=token).status_code == 403
+        assert h.ack([str(alarm_id)], token=token).status_code == 403
+    assert h.pull(token=None).status_code == 401
+    assert h.alarm("a")["retry_times"] == 0
+    assert [m["id"] for m in h.pulled(token=ADMIN)] == [str(alarm_id)]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"max": 0}, "max"),
+        ({"max": 101}, "max"),
+        ({"max": "5"}, "max"),
+        ({"max": True}, "max"),
+        ({"max": 2.5}, "max"),
+        ({"wait_s": -1}, "wait_s"),
+        ({"wait_s": 20.5}, "wait_s"),
+        ({"wait_s": "1"}, "wait_s"),
+        ({"limit": 5}, "limit"),
+    ],
+)
+def test_a_bad_pull_is_a_400_naming_the_field(harness: Harness, body: dict[str, Any], field: str):
+    response = harness.pull(**body)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["field"] == field
+    with pytest.raises(AssertionError):
+        harness.check.request(PULL, "POST", body)
+
+
+@pytest.mark.parametrize(
+    ("ids", "field"),
+    [
+        ([], "ids"),
+        (["1"] * 1_001, "ids"),
+        (["12a"], "ids.0"),
+        (["1", ""], "ids.1"),
+        (["1", 2], "ids.1"),
+        (["12345678901234567890"], "ids.0"),
+        (["١٢"], "ids.0"),
+        ("1", "ids"),
+        (None, "ids"),
+    ],
+)
+def test_a_bad_ack_is_a_400_naming_the_field(harness: Harness, ids: Any, field: str):
+    response = harness.ack(ids)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["field"] == field
+    with pytest.raises(AssertionError):
+        harness.check.request(ACK, "POST", {"ids": ids})
+
+
+def test_the_document_takes_the_bodies_the_routes_take(harness: Harness):
+    for body in ({}, {"max": 1, "wait_s": 0}, {"max": 100, "wait_s": 20}, {"wait_s": 0.5}):
+        harness.check.request(PULL, "POST", body)
+        assert harness.pull(**body | {"wait_s": 0}).status_code == 200
+    for ids in (["1"], ["9" * 19] * 1_000):
+        harness.check.request(ACK, "POST", {"ids": ids})
+        assert harness.ack(ids).status_code == 200
+    response = harness.call("POST", f"/v1/applications/{APP}/pull", data=b"not json")
+    assert (response.status_code, response.get_json()["error"]["code"]) == (400, "validation_error")
+    assert harness.call("POST", f"/v1/applications/{APP}/pull").status_code == 200  # no body
+    assert harness.call("POST", "/v1/applications/bad%20app/pull").status_code == 400
+
+
+def test_a_long_poll_answers_as_soon_as_a_message_is_ready(harness: Harness):
+    h = harness
+    alarm_id = h.create("a", NOW + 1_000)
+    h.step()
+
+    def ring_soon() -> None:
+        time.sleep(0.15)
+        h.clock.set(NOW + 1_000)
+        h.step()
+
+    ringer = threading.Thread(target=ring_soon)
+    started = time.monotonic()
+    ringer.start()
+    try:
+        messages = h.pulled(wait_s=5)
+    finally:
+        ringer.join(10)
+    waited = time.monotonic() - started
+    assert [m["id"] for m in messages] == [str(alarm_id)]
+    assert 0.15 <= waited < 0.9
+
+
+def test_a_long_poll_answers_empty_once_its_wait_has_passed(harness: Harness):
+    started = time.monotonic()
+    assert harness.pulled(wait_s=0.3) == []
+    assert 0.3 <= time.monotonic() - started < 0.9
+
+
+@pytest.mark.mariadb
+def test_concurrent_pullers_never_lease_the_same_message(
+    mariadb_store: AlarmStore, fake_clock: SettableClock
+):
+    h = Harness(mariadb_store, fake_clock)
+    alarms = [NewAlarm(APP, f"m{i}", "p", NOW + 1_000, None) for i in range(200)]
+    mariadb_store.create_many(alarms, NOW)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    queue = SqlPullQueue(mariadb_store, dead_letters=False)
+    start = threading.Barrier(2)
+    got: list[list[int]] = [[], []]
+
+    def puller(mine: list[int]) -> None:
+        start.wait()
+        while leased := queue.lease(APP, 7, NOW + 1_000, VISIBILITY_MS, RetryLimits(2)).messages:
+            mine.extend(message.alarm_id for message in leased)
+
+    threads = [threading.Thread(target=puller, args=(mine,)) for mine in got]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    every = got[0] + got[1]
+    assert len(every) == len(set(every)) == 200
+    assert got[0] and got[1]

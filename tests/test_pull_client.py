@@ -1,0 +1,177 @@
+"""The SDK's side of the pull channel: ClockClient.pull and ack, and the PullConsumer, against
+a real HTTP server over the API and engine of tests/test_pull.py (on the fake clock)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from clock_client import (
+    AckResult,
+    AlarmMessage,
+    ClockClient,
+    Conflict,
+    Forbidden,
+    PullConsumer,
+    PulledMessage,
+    ValidationError,
+)
+from clock_server.store.alarms import AlarmStore
+from clock_server.testing import SettableClock
+from tests.support import free_port, serve_wsgi
+from tests.test_pull import APP, JOBS, NOW, OTHER, VISIBILITY_MS, Harness
+
+
+@pytest.fixture
+def harness(store: AlarmStore, fake_clock: SettableClock) -> Harness:
+    return Harness(store, fake_clock)
+
+
+@pytest.fixture
+def server(harness: Harness) -> Iterator[str]:
+    yield from serve_wsgi(harness.app)
+
+
+def ready(h: Harness, *business_ids: str) -> list[int]:
+    """Alarms of `jobs` handed off to its pullers at NOW + 1,000; their ids."""
+    ids = [h.create(business_id, NOW + 1_000) for business_id in business_ids]
+    h.clock.set(NOW + 1_000)
+    h.step()
+    return ids
+
+
+def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_the_client_pulls_and_acks(harness: Harness, server: str):
+    [alarm_id] = ready(harness, "a")
+    with ClockClient(server, token=JOBS, retries=0) as client:
+        [pulled] = client.pull(APP, max=5)
+        assert isinstance(pulled, PulledMessage)
+        assert (pulled.id, pulled.attempt, pulled.leased_until) == (
+            str(alarm_id), 1, NOW + 1_000 + VISIBILITY_MS,
+        )  # fmt: skip
+        assert pulled.message == AlarmMessage(
+            id=alarm_id, application=APP, business_id="a", payload="p-a",
+            target_ring_at=NOW + 1_000, attempt=1, message_id=str(alarm_id),
+            redelivered=False, published_at=NOW + 1_000,
+        )  # fmt: skip
+        assert pulled.body["id"] == alarm_id
+        assert client.pull(APP) == []
+
+        assert client.ack(APP, [alarm_id, "424242"]) == AckResult(
+            acked=(str(alarm_id),), not_acked=("424242",)
+        )
+        assert client.ack(APP, [pulled.id]) == AckResult(acked=(), not_acked=(pulled.id,))
+        alarm = client.get(APP, "a")
+        assert (alarm.status, alarm.rung_at) == ("rung", NOW + 1_000)
+
+
+def test_a_message_leased_again_is_redelivered(harness: Harness, server: str):
+    ready(harness, "a")
+    with ClockClient(server, token=JOBS, retries=0) as client:
+        [first] = client.pull(APP)
+        harness.clock.set(first.leased_until)
+        [again] = client.pull(APP)
+    assert (again.id, again.attempt) == (first.id, 2)
+    assert again.message.redelivered and again.message.attempt == 2
+
+
+def test_the_client_raises_what_the_server_refuses(harness: Harness, server: str):
+    with ClockClient(server, token=OTHER, retries=0) as client:
+        with pytest.raises(Conflict) as conflict:
+            client.pull("other")
+        assert conflict.value.status == "amqp"
+        with pytest.raises(Forbidden):
+            client.pull(APP)
+        with pytest.raises(Forbidden):
+            client.ack(APP, ["1"])
+    with ClockClient(server, token=JOBS, retries=0) as client:
+        with pytest.raises(ValidationError) as bad:
+            client.pull(APP, max=0)
+        assert bad.value.field == "max"
+        with pytest.raises(ValidationError) as bad:
+            client.ack(APP, [])
+        assert bad.value.field == "ids"
+
+
+def test_a_long_poll_outlasts_the_client_timeout(harness: Harness, server: str):
+    with ClockClient(server, token=JOBS, timeout=0.2, retries=0) as client:
+        started = time.monotonic()
+        assert client.pull(APP, wait_s=0.5) == []
+        assert time.monotonic() - started >= 0.5
+
+
+def test_the_consumer_acks_what_its_handler_handled(harness: Harness, server: str):
+    h = harness
+    ok_id, flaky_id = ready(h, "ok", "flaky")
+    handled: list[AlarmMessage] = []
+    failed: list[AlarmMessage] = []
+
+    def handler(message: AlarmMessage) -> None:
+        if message.business_id == "flaky" and not failed:
+            failed.append(message)
+            raise RuntimeError("not this time")
+        handled.append(message)
+
+    with ClockClient(server, token=JOBS, retries=0) as client:
+        consumer = PullConsumer(client, APP, handler, max=10, wait_s=0.2)
+        thread = threading.Thread(target=consumer.run)
+        thread.start()
+        try:
+            until(lambda: len(handled) == 1 and len(failed) == 1)
+            until(lambda: h.store.get(APP, "ok").status == "rung")
+            assert h.store.get(APP, "flaky").status == "delivering"  # not acked
+            h.clock.set(NOW + 1_000 + VISIBILITY_MS)  # its lease has ended
+            until(lambda: len(handled) == 2)
+            until(lambda: h.store.get(APP, "flaky").status == "rung")
+        finally:
+            consumer.stop()
+            thread.join(5)
+    assert not thread.is_alive()
+    assert [(m.id, m.attempt, m.redelivered) for m in handled] == [
+        (ok_id, 1, False),
+        (flaky_id, 2, True),
+    ]
+    assert failed[0].id == flaky_id
+
+
+def test_the_consumer_stops_from_another_thread_while_the_server_is_away():
+    client = ClockClient(f"http://127.0.0.1:{free_port()}", token=JOBS, retries=0)
+    consumer = PullConsumer(client, APP, lambda message: None, wait_s=0.1)
+    thread = threading.Thread(target=consumer.run)
+    thread.start()
+    time.sleep(0.2)  # failed pulls: waiting out the backoff
+    started = time.monotonic()
+    consumer.stop()
+    thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 1
+    with pytest.raises(RuntimeError):
+        consumer.run()
+    client.close()
+
+
+def test_the_consumer_ends_on_an_answer_trying_again_cannot_change(harness: Harness, server: str):
+    with ClockClient(server, token=OTHER, retries=0) as client:
+        consumer = PullConsumer(client, "other", lambda message: None, wait_s=0)
+        with pytest.raises(Conflict):
+            consumer.run()
+
+
+def test_a_consumer_stopped_before_it_runs_returns_at_once(server: str):
+    with ClockClient(server, token=JOBS, retries=0) as client:
+        consumer = PullConsumer(client, APP, lambda message: None)
+        consumer.stop()
+        consumer.run()
+        assert consumer.stopping
+    with pytest.raises(ValueError):
+        PullConsumer(client, APP, lambda message: None, max=101)
+    with pytest.raises(ValueError):
+        PullConsumer(client, APP, lambda message: None, wait_s=21)
