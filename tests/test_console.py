@@ -124,7 +124,10 @@ def test_login_then_overview(page: Page, server: ConsoleServer, shots: Path):
     expect(page.locator("#card-broker .value")).to_have_text("ok")
     expect(page.locator("#card-live-engines .value")).to_have_text("1")
     expect(page.locator("#engines tbody tr")).to_have_count(1)
-    statuses = {"pending": "63", "rung": "1", "cancelled": "0", "expired": "2", "dead": "1"}
+    statuses = {
+        "pending": "63", "delivering": "0", "rung": "1", "cancelled": "0", "expired": "2",
+        "dead": "1",
+    }  # fmt: skip
     for status, count in statuses.items():
         expect(page.locator(f"#card-status-{status} .value")).to_have_text(count)
     expect(page.locator("#card-overdue .value")).to_have_text("0")

@@ -3,7 +3,7 @@
 import { call } from "./api.js";
 import { capped, cell, duration, el, table, timeCell } from "./dom.js";
 
-const STATUSES = ["pending", "rung", "cancelled", "expired", "dead"];
+const STATUSES = ["pending", "delivering", "rung", "cancelled", "expired", "dead"];
 
 export async function overviewPage() {
   const data = await call("GET", "/v1/overview");

@@ -5,7 +5,7 @@ import { ApiError, alarmPath, call, query, readOnly, setReadOnly } from "./api.j
 import { confirmAction, flash } from "./confirm.js";
 import { alarmLink, cell, el, parseUtc, table, timeCell, utcInput } from "./dom.js";
 
-const STATUSES = ["pending", "rung", "cancelled", "expired", "dead"];
+const STATUSES = ["pending", "delivering", "rung", "cancelled", "expired", "dead"];
 const PAGE = 50;
 let pages = { filter: null, cursors: [null] }; // the cursors of the pages seen, for "Previous"
 
