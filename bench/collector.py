@@ -19,7 +19,9 @@ AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 class Arrival:
     alarm_id: int
     target_ms: int
-    received_ms: int
+    # To the microsecond: at a p99 of a few milliseconds, whole milliseconds would make a
+    # difference of one look like 20 or 30 %.
+    received_ms: float
 
 
 def _consume(
@@ -49,9 +51,9 @@ def _consume(
                 if stop.is_set():
                     break
                 continue
-            received = time.time_ns() // 1_000_000
+            received_us = time.time_ns() // 1_000
             message = json.loads(body)
-            sink.write(f"{message['id']},{message['target_ring_at']},{received}\n")
+            sink.write(f"{message['id']},{message['target_ring_at']},{received_us / 1000:.3f}\n")
             unacked += 1
             last_tag = method.delivery_tag
             if unacked >= 500:
@@ -104,5 +106,5 @@ class Collector:
         with open(self.path) as source:
             for line in source:
                 alarm_id, target, received = line.split(",")
-                arrivals.append(Arrival(int(alarm_id), int(target), int(received)))
+                arrivals.append(Arrival(int(alarm_id), int(target), float(received)))
         return arrivals
