@@ -106,11 +106,14 @@ class Harness:
         self.wait_for_calls()
 
     def wait_for_calls(self, timeout_s: float = 5.0) -> None:
-        assert self.engine.webhooks is not None
+        """Wait for the webhook calls in flight, then record their answers."""
+        assert self.engine.webhooks is not None and self.engine.webhook_recorder is not None
         deadline = time.monotonic() + timeout_s
         while self.engine.webhooks.in_flight:
             assert time.monotonic() < deadline, "webhook calls still in flight"
             time.sleep(0.002)
+        while self.engine.webhook_recorder.run_once() == 0.0:
+            pass
 
     def alarm(self, business_id: str, application: str = "hooks") -> dict[str, Any]:
         return self.call("GET", f"/v1/alarms/{application}/{business_id}").get_json()  # type: ignore[no-any-return]

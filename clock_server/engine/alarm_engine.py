@@ -16,6 +16,7 @@ from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
 from clock_server.engine.preloader import Preloader
 from clock_server.engine.ringer import EXPRESS_LANES, Ringer
+from clock_server.engine.webhook_recorder import WebhookRecorder
 from clock_server.engine.webhooks import WebhookDispatcher
 from clock_server.metrics import Metrics
 from clock_server.model import Claim
@@ -111,18 +112,25 @@ class AlarmEngine:
             gate = DeliveryGate(policies, limiter, retry, metrics)
         on_dead = self.dead_letter_waker.wake if dead_letters is not None else None
         self.webhooks: WebhookDispatcher | None = None
+        self.webhook_recorder: WebhookRecorder | None = None
+        self.webhook_waker = Waker(clock)
         channels = None
         if policies is not None and webhook_sender is not None:
-            self.webhooks = WebhookDispatcher(
-                webhook_sender,
+            self.webhook_recorder = WebhookRecorder(
                 claims,
-                policies,
                 clock,
                 metrics,
                 gate.retry_for if gate is not None else (lambda _application: retry),
+                on_answer=self.webhook_waker.wake,
+                on_dead=on_dead,
+            )
+            self.webhooks = WebhookDispatcher(
+                webhook_sender,
+                self.webhook_recorder,
+                policies,
+                clock,
                 timeout_s=settings.webhook_timeout_s,
                 max_in_flight=settings.webhook_max_in_flight,
-                on_dead=on_dead,
             )
             channels = Channels(policies, self.webhooks)
         self.ringer = Ringer(
@@ -156,6 +164,12 @@ class AlarmEngine:
         if dead_letters is not None:
             self._loops.append(
                 StepLoop("clock-dead-letters", dead_letters.run_once, self.dead_letter_waker)
+            )
+        if self.webhook_recorder is not None:
+            self._loops.append(
+                StepLoop(
+                    "clock-webhook-answers", self.webhook_recorder.run_once, self.webhook_waker
+                )
             )
         self._started = False
         self._gave_back = False
@@ -211,7 +225,9 @@ class AlarmEngine:
         is abandoned: the engine stays in the registry, so other engines take its claims over
         once it is silent."""
         unfinished = self.ringer.close(deadline)
-        unfinished += self.webhooks.in_flight if self.webhooks is not None else 0
+        if self.webhooks is not None:
+            self._record_answers(deadline)
+            unfinished += self._webhooks_unfinished()
         if unfinished:
             log.error(
                 "%d ring batches or webhook calls still in flight at the shutdown deadline; "
@@ -232,11 +248,12 @@ class AlarmEngine:
             log.warning("could not leave the registry: %s", error, extra={"action": "leave_failed"})
 
     def _close_webhooks(self, deadline: Deadline) -> int:
-        """Wait for the webhook calls in flight until `deadline` and give back the alarms of
-        calls never started; returns how many calls were still running."""
-        if self.webhooks is None:
+        """Wait for the webhook calls in flight until `deadline`, record their answers and
+        give back the alarms of calls never started; returns how many are unfinished."""
+        if self.webhooks is None or self.webhook_recorder is None:
             return 0
         never_started = self.webhooks.close(deadline)
+        self._record_answers(deadline)
         if never_started:
             claims = [
                 Claim(0, call.row.id, call.version, call.row.application) for call in never_started
@@ -250,8 +267,22 @@ class AlarmEngine:
                     len(claims),
                     extra={"action": "release_failed"},
                 )
-                return len(claims) + self.webhooks.in_flight
-        return self.webhooks.in_flight
+                return len(claims) + self._webhooks_unfinished()
+        return self._webhooks_unfinished()
+
+    def _webhooks_unfinished(self) -> int:
+        """Webhook calls still running, and answers not recorded: while any is left, the
+        engine stays in the registry, so that another takes their alarms over."""
+        assert self.webhooks is not None and self.webhook_recorder is not None
+        return self.webhooks.in_flight + self.webhook_recorder.waiting
+
+    def _record_answers(self, deadline: Deadline) -> None:
+        """Record the webhook answers still waiting (their loop has stopped), until
+        `deadline`; those left then are sent again once another engine takes this one's
+        alarms over."""
+        assert self.webhook_recorder is not None
+        while self.webhook_recorder.run_once() == 0.0 and deadline.remaining_s() > 0:
+            pass
 
     def _give_back(self) -> None:
         held = self.heap.drain()

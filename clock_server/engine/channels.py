@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from clock_server.engine.webhooks import WebhookCall, WebhookDispatcher
+from clock_server.engine.webhook_recorder import WebhookCall
+from clock_server.engine.webhooks import WebhookDispatcher
 from clock_server.model import AMQP, PULL, WEBHOOK, Claim, RingRow
 from clock_server.store.ports import ApplicationPolicies, RingTransaction
 

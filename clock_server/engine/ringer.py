@@ -18,7 +18,7 @@ from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.lead import LockLead
 from clock_server.engine.messages import message_of
-from clock_server.engine.webhooks import WebhookCall
+from clock_server.engine.webhook_recorder import WebhookCall
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
 from clock_server.model import (

@@ -1,23 +1,21 @@
-"""Calling applications' webhooks: a bounded pool of calls per application, each answer
-recorded as the ring batch records a publish."""
+"""Calling applications' webhooks: a bounded pool of calls per application, whose answers
+go to the WebhookRecorder."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from clock_server.deadline import Deadline
 from clock_server.delivery.ports import WebhookOutcome, WebhookRequest, WebhookSender
-from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.messages import message_of
-from clock_server.errors import Unavailable
-from clock_server.metrics import Metrics
-from clock_server.model import ApplicationPolicy, Claim, RingRow
-from clock_server.store.ports import ApplicationPolicies, ClaimStore
+from clock_server.engine.webhook_recorder import Answer, WebhookCall, WebhookRecorder
+from clock_server.model import ApplicationPolicy
+from clock_server.store.ports import ApplicationPolicies
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
@@ -31,53 +29,36 @@ QUEUED_PER_SLOT = 4
 LEASE_MARGIN_MS = 5_000
 
 
-class WebhookCall(NamedTuple):
-    """An alarm handed to its webhook: the row as the ring batch locked it, and the version
-    its hand-off gave it, which fences the answer's record."""
-
-    row: RingRow
-    version: int
-
-
 class _Pool(NamedTuple):
     executor: ThreadPoolExecutor
     slots: int
 
 
 class WebhookDispatcher:
-    """POSTs the alarms handed to the webhook channel and records each answer.
+    """POSTs the alarms handed to the webhook channel and hands each answer to `recorder`.
 
     Each application has a pool of at most its `webhook_max_in_flight` calls at once, so a
     slow or dead endpoint ties up only its own threads and connections: `room` tells the
     ringer how many more of an application's alarms to hand off now, and the rest wait in the
-    heap. An answer is recorded in a transaction of its own, fenced by the row's version: a
-    2xx makes the alarm rung; anything else is a failed attempt, retried after the
-    application's backoff (and no sooner than a 429's or 503's Retry-After) or dead after its
-    last retry; past its cutoff it is expired, never sent.
+    heap. An alarm past its cutoff when its turn comes is not sent: the recorder expires it.
     """
 
     def __init__(
         self,
         sender: WebhookSender,
-        claims: ClaimStore,
+        recorder: WebhookRecorder,
         policies: ApplicationPolicies,
         clock: Clock,
-        metrics: Metrics,
-        retry_for: Callable[[str], RetryPolicy],
         *,
         timeout_s: float,
         max_in_flight: int,
-        on_dead: Callable[[], None] | None = None,
     ) -> None:
         self.sender = sender
-        self.claims = claims
+        self.recorder = recorder
         self.policies = policies
         self.clock = clock
-        self.metrics = metrics
-        self.retry_for = retry_for
         self.timeout_s = timeout_s
         self.max_in_flight = max_in_flight
-        self.on_dead = on_dead
         self._pools: dict[str, _Pool] = {}
         self._queued: dict[str, int] = {}  # calls handed over and not finished, per application
         self._in_flight: dict[futures.Future[None], WebhookCall] = {}
@@ -162,7 +143,7 @@ class WebhookDispatcher:
         row = call.row
         now_ms = self.clock.now_ms()
         if row.latest_ring_at is not None and row.latest_ring_at < now_ms:
-            self._record(call, now_ms, expired=True)
+            self.recorder.add(Answer(call, now_ms, None))
             return
         if policy.webhook_url is None or policy.webhook_secret is None:
             outcome = WebhookOutcome(False, None, "no webhook_url or secret configured", None)
@@ -178,84 +159,10 @@ class WebhookDispatcher:
                 sent_at_s=now_ms / 1000,
             )
             outcome = self.sender.send(request)
-        self._record(call, now_ms, outcome=outcome)
-
-    def _record(
-        self,
-        call: WebhookCall,
-        sent_at: int,
-        outcome: WebhookOutcome | None = None,
-        expired: bool = False,
-    ) -> None:
-        row = call.row
-        application = row.application
-        claim = Claim(sent_at, row.id, call.version, application)
-        retry = self.retry_for(application)  # read before the transaction, as a ring batch does
-        died = False
-        try:
-            with self.claims.delivery_transaction() as tx:
-                if not tx.lock_live([claim]):
-                    return  # taken over, cancelled or re-driven meanwhile
-                now_ms = self.clock.now_ms()
-                if expired:
-                    tx.mark_expired([row.id], now_ms)
-                elif outcome is not None and outcome.ok:
-                    tx.mark_rung([(row.id, sent_at)], now_ms)
-                else:
-                    assert outcome is not None
-                    error = outcome.error or "failed"
-                    if retry.gives_up(row.retry_times + 1):
-                        tx.mark_dead([row.id], now_ms, error)
-                        died = True
-                    else:
-                        delay_ms = max(
-                            retry.delay_ms(row.retry_times + 1), outcome.retry_after_ms or 0
-                        )
-                        tx.schedule_retries([(row.id, now_ms + delay_ms)], now_ms, error)
-        except Unavailable as error:
-            log.warning(
-                "could not record the webhook answer of alarm %d: %s; it is sent again once "
-                "its engine's claims are taken over",
-                row.id,
-                error,
-                extra={"action": "webhook_record_failed"},
-            )
-            return
-        self._count(application, outcome, expired, died)
-
-    def _count(
-        self, application: str, outcome: WebhookOutcome | None, expired: bool, died: bool
-    ) -> None:
-        metrics = self.metrics
-        if expired:
-            metrics.expired.labels(application).inc()
-            return
-        assert outcome is not None
-        metrics.webhook_calls.labels(application, _outcome_label(outcome)).inc()
-        if outcome.ok:
-            metrics.rung.labels(application).inc()
-            return
-        metrics.publish_failures.inc()
-        if died:
-            metrics.dead.labels(application).inc()
-            log.error(
-                "an alarm of %s is dead after its last webhook attempt: %s",
-                application,
-                outcome.error,
-                extra={"action": "alarm_dead", "dead": 1},
-            )
-            if self.on_dead is not None:
-                self.on_dead()
+        self.recorder.add(Answer(call, now_ms, outcome))
 
     def _slots(self, policy: ApplicationPolicy) -> int:
         return policy.webhook_max_in_flight or self.max_in_flight
 
     def _timeout_s(self, policy: ApplicationPolicy) -> float:
         return policy.webhook_timeout_s or self.timeout_s
-
-
-def _outcome_label(outcome: WebhookOutcome) -> str:
-    """A few values for the metric's label: 2xx, 4xx, 5xx, or error (no answer)."""
-    if outcome.status is None:
-        return "error"
-    return f"{outcome.status // 100}xx"

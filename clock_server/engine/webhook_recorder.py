@@ -1,0 +1,177 @@
+"""Recording webhook answers in batches: one transaction for every answer that came in since
+the last, as a ring batch records its publishes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from typing import NamedTuple
+
+from clock_server.delivery.ports import WebhookOutcome
+from clock_server.engine.backoff import RetryPolicy
+from clock_server.errors import Unavailable
+from clock_server.metrics import Metrics
+from clock_server.model import Claim, RingRow
+from clock_server.store.ports import ClaimStore, RingTransaction
+from clock_server.timesource import Clock
+
+log = logging.getLogger(__name__)
+
+BATCH = 1_000
+DB_RETRY_S = 1.0
+
+
+class WebhookCall(NamedTuple):
+    """An alarm handed to its webhook: the row as the ring batch locked it, and the version
+    its hand-off gave it, which fences the answer's record."""
+
+    row: RingRow
+    version: int
+
+
+class Answer(NamedTuple):
+    """How a call ended: sent at `sent_at` with `outcome`, or, with none, never sent because
+    its cutoff had passed."""
+
+    call: WebhookCall
+    sent_at: int
+    outcome: WebhookOutcome | None
+
+
+class WebhookRecorder:
+    """Gathers the answers of webhook calls and records them in batches, each in one
+    transaction fenced by the rows' versions: a 2xx makes the alarm rung; anything else is a
+    failed attempt, retried after the application's backoff (and no sooner than a 429's or
+    503's Retry-After) or dead after its last retry; an alarm past its cutoff is expired.
+    An answer whose alarm moved on meanwhile (taken over, re-driven) records nothing.
+
+    `run_once` records one batch; a batch the database refused is kept and tried again.
+    """
+
+    def __init__(
+        self,
+        claims: ClaimStore,
+        clock: Clock,
+        metrics: Metrics,
+        retry_for: Callable[[str], RetryPolicy],
+        on_answer: Callable[[], None],
+        on_dead: Callable[[], None] | None = None,
+    ) -> None:
+        self.claims = claims
+        self.clock = clock
+        self.metrics = metrics
+        self.retry_for = retry_for
+        self.on_answer = on_answer  # wakes the loop that runs run_once
+        self.on_dead = on_dead
+        self._answers: list[Answer] = []
+        self._lock = threading.Lock()
+
+    def add(self, answer: Answer) -> None:
+        with self._lock:
+            self._answers.append(answer)
+        self.on_answer()
+
+    @property
+    def waiting(self) -> int:
+        """Answers not recorded yet."""
+        with self._lock:
+            return len(self._answers)
+
+    def run_once(self) -> float | None:
+        """Record up to BATCH answers; 0 when more are waiting, None when none are."""
+        with self._lock:
+            batch, self._answers = self._answers[:BATCH], self._answers[BATCH:]
+        if not batch:
+            return None
+        # The registry is read before the transaction, as a ring batch does.
+        retries = {a.call.row.application: self.retry_for(a.call.row.application) for a in batch}
+        try:
+            with self.claims.delivery_transaction() as tx:
+                died = self._record(tx, batch, retries)
+        except Unavailable as error:
+            log.warning(
+                "could not record %d webhook answers: %s; trying again",
+                len(batch),
+                error,
+                extra={"action": "webhook_record_failed"},
+            )
+            with self._lock:
+                self._answers[:0] = batch
+            return DB_RETRY_S
+        if died and self.on_dead is not None:
+            self.on_dead()
+        return 0.0 if self.waiting else None
+
+    def _record(
+        self, tx: RingTransaction, batch: list[Answer], retries: dict[str, RetryPolicy]
+    ) -> int:
+        """Record `batch` in `tx`; returns how many alarms died."""
+        claims = [
+            Claim(a.sent_at, a.call.row.id, a.call.version, a.call.row.application) for a in batch
+        ]
+        live = {row.id for row in tx.lock_live(claims)}
+        now_ms = self.clock.now_ms()
+        rung: list[tuple[int, int]] = []
+        expired: list[int] = []
+        retried: dict[str, list[tuple[int, int]]] = defaultdict(list)  # by error
+        dead: dict[str, list[int]] = defaultdict(list)  # by error
+        counted: Counter[tuple[str, str]] = Counter()  # (application, what happened)
+        for answer in batch:
+            row, outcome = answer.call.row, answer.outcome
+            if row.id not in live:
+                continue
+            if outcome is None:
+                expired.append(row.id)
+                counted[row.application, "expired"] += 1
+                continue
+            counted[row.application, _label(outcome)] += 1
+            if outcome.ok:
+                rung.append((row.id, answer.sent_at))
+                continue
+            error = outcome.error or "failed"
+            retry = retries[row.application]
+            if retry.gives_up(row.retry_times + 1):
+                dead[error].append(row.id)
+                counted[row.application, "dead"] += 1
+            else:
+                delay_ms = max(retry.delay_ms(row.retry_times + 1), outcome.retry_after_ms or 0)
+                retried[error].append((row.id, now_ms + delay_ms))
+        tx.mark_rung(rung, now_ms)
+        tx.mark_expired(expired, now_ms)
+        for error, ids_at in retried.items():
+            tx.schedule_retries(ids_at, now_ms, error)
+        for error, ids in dead.items():
+            tx.mark_dead(ids, now_ms, error)
+        self._count(counted, dead)
+        return sum(len(ids) for ids in dead.values())
+
+    def _count(self, counted: Counter[tuple[str, str]], dead: dict[str, list[int]]) -> None:
+        metrics = self.metrics
+        for (application, what), count in counted.items():
+            if what == "expired":
+                metrics.expired.labels(application).inc(count)
+            elif what == "dead":
+                metrics.dead.labels(application).inc(count)
+            else:
+                metrics.webhook_calls.labels(application, what).inc(count)
+                if what == "2xx":
+                    metrics.rung.labels(application).inc(count)
+                else:
+                    metrics.publish_failures.inc(count)
+        for error, ids in dead.items():
+            log.error(
+                "%d alarms dead after their last webhook attempt (%s): %s",
+                len(ids),
+                error,
+                ids[:20],
+                extra={"action": "alarm_dead", "dead": len(ids)},
+            )
+
+
+def _label(outcome: WebhookOutcome) -> str:
+    """A few values for the metric's label: 2xx, 3xx, 4xx, 5xx, or error (no answer)."""
+    if outcome.status is None:
+        return "error"
+    return f"{outcome.status // 100}xx"
