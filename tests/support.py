@@ -448,6 +448,7 @@ def settle(engine: Any, clock: SettableClock, timeout_s: float = 5.0) -> int | N
     everything the engine does at this instant of the fake clock is done. Returns when the
     ring loop asked to run again (epoch ms), or None when it went idle."""
     deadline = time.monotonic() + timeout_s
+    held_before = -1
     while True:
         while True:
             asked_at = clock.now_ms()
@@ -457,12 +458,15 @@ def settle(engine: Any, clock: SettableClock, timeout_s: float = 5.0) -> int | N
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{engine.ringer.in_flight} ring batches still in flight")
             time.sleep(0.001)
-        idle = engine.heap.next_due_ms() is None
+        held = len(engine.heap)
         lanes_busy = engine.ringer.in_flight >= engine.settings.ring_lanes
         if wait_s is not None:
             return asked_at + max(round(wait_s * 1000), 1)
-        if idle or lanes_busy:
+        # Idle; or what is left waits to be woken (all lanes busy, or webhook calls of its
+        # applications to end), and a pass that took nothing will not change that.
+        if held == 0 or lanes_busy or held == held_before:
             return None
+        held_before = held
         # every lane was busy, and one has come free since: step again
 
 

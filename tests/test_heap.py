@@ -150,3 +150,16 @@ def test_pop_few_beside_a_backlog_takes_nothing_without_one():
     heap.push_many([Claim(1_000, 3, 1, "a")])  # a now has two due: more than few
     assert heap.pop_few(2_000, 100, 1, beside_backlog=True) == ([Claim(1_000, 2, 1, "b")], None)
     assert len(heap) == 2
+
+
+def test_a_capped_application_gives_at_most_its_cap_and_keeps_the_rest():
+    heap = ClaimHeap(100)
+    heap.push_many([Claim(10 + i, i, 0, "hooks") for i in range(10)])
+    heap.push_many([Claim(10 + i, 100 + i, 0, "other") for i in range(3)])
+    taken = heap.pop_due(100, 50, caps={"hooks": 4})
+    assert sorted(c.id for c in taken if c.application == "hooks") == [0, 1, 2, 3]
+    assert sorted(c.id for c in taken if c.application == "other") == [100, 101, 102]
+    assert len(heap) == 6 and heap.pop_due(100, 50, caps={"hooks": 0}) == []
+    assert heap.next_due_ms() == 14 and heap.next_due_ms(skip={"hooks"}) is None
+    heap.push_many([Claim(50, 200, 0, "other")])
+    assert heap.next_due_ms(skip={"hooks"}) == 50

@@ -131,6 +131,7 @@ class AlarmEngine:
                 clock,
                 timeout_s=settings.webhook_timeout_s,
                 max_in_flight=settings.webhook_max_in_flight,
+                on_room=self.ring_waker.wake,
             )
             channels = Channels(policies, self.webhooks)
         self.ringer = Ringer(

@@ -39,6 +39,15 @@ class Channels:
         self.policies = policies
         self.webhooks = webhooks
 
+    def caps(self, applications: Iterable[str]) -> dict[str, int]:
+        """How many claims each webhook application among `applications` may have taken off
+        the heap now: the room for more calls it has. The others are not capped."""
+        return {
+            application: self.webhooks.room(application)
+            for application in applications
+            if self._channel(application) == WEBHOOK
+        }
+
     def admit(self, due: list[Claim], now_ms: int) -> tuple[list[Claim], list[Claim]]:
         """Split claims about to ring into those that go now and those of webhook
         applications with no room for more calls, each due again a little later."""

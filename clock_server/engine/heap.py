@@ -4,7 +4,7 @@ applications when more is due than one ring batch takes."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from sortedcontainers import SortedList
@@ -41,9 +41,13 @@ class ClaimHeap:
     def free(self) -> int:
         return self.capacity - len(self._items)
 
-    def next_due_ms(self) -> int | None:
+    def next_due_ms(self, skip: Collection[str] = ()) -> int | None:
+        """The earliest due time, or with `skip`, the earliest of the other applications'."""
         with self._lock:
-            return self._items[0].due_ms if self._items else None
+            if not skip:
+                return self._items[0].due_ms if self._items else None
+            heads = [own[0].due_ms for app, own in self._by_app.items() if app not in skip]
+            return min(heads, default=None)
 
     def latest_due_ms(self) -> int | None:
         with self._lock:
@@ -71,22 +75,29 @@ class ClaimHeap:
         moved = head_after is not None and (head_before is None or head_after < head_before)
         return PushResult(displaced=displaced, head_moved_earlier=moved)
 
-    def pop_due(self, now_ms: int, limit: int) -> list[Claim]:
+    def pop_due(
+        self, now_ms: int, limit: int, caps: Mapping[str, int] | None = None
+    ) -> list[Claim]:
         """Remove and return up to `limit` claims with due_ms <= now_ms: all of them, earliest
         first, when they fit; otherwise an equal share of `limit` for each application with
         due claims (an application with fewer due gets all of its own, the rest is shared
-        among the others), each application's earliest first."""
+        among the others), each application's earliest first. An application in `caps` gives
+        at most that many, and the rest of its claims stay."""
         bound = Claim(now_ms, 2**63, 2**63)
         with self._lock:
             due = self._items.bisect_right(bound)
-            if due <= limit:
+            if due <= limit and not caps:
                 taken = list(self._items.islice(0, due))
                 del self._items[:due]
                 for claim in taken:
                     self._forget(claim)
                 return taken
             taken = []
-            for application, count in _shares(self._due_per_app(bound), limit):
+            due_per_app = self._due_per_app(bound)
+            if caps:
+                capped = ((app, min(count, caps.get(app, count))) for app, count in due_per_app)
+                due_per_app = [(app, count) for app, count in capped if count > 0]
+            for application, count in _shares(due_per_app, limit):
                 own = self._by_app[application]
                 share = list(own.islice(0, count))
                 del own[:count]

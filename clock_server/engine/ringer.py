@@ -136,7 +136,10 @@ class Ringer:
         since_ms = min(now_ms, self._wake_at_ms) if self._wake_at_ms is not None else now_ms
         self._wake_at_ms = None
         lead_ms = self.lead.ms
-        due = self.heap.pop_due(now_ms + lead_ms, self.batch)
+        # A webhook application with no room for more calls keeps its claims in the heap:
+        # taking them off only to put them back would churn a backlog on every pass.
+        caps = self.channels.caps(self.heap.held_per_application()) if self.channels else {}
+        due = self.heap.pop_due(now_ms + lead_ms, self.batch, caps)
         if due and (self.gate is not None or self.channels is not None):
             due = self._admit(due, now_ms)
         if due:
@@ -147,7 +150,8 @@ class Ringer:
             return 0.0
         if self._lanes is not None:
             self._lanes.release()
-        next_due = self.heap.next_due_ms()
+        # Those with no room wait for a call of theirs to end, which wakes this loop.
+        next_due = self.heap.next_due_ms(skip={app for app, room in caps.items() if not room})
         if next_due is None:
             return None
         wait_ms = max(next_due - lead_ms - now_ms, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
@@ -52,8 +52,10 @@ class WebhookDispatcher:
         *,
         timeout_s: float,
         max_in_flight: int,
+        on_room: Callable[[], None] | None = None,
     ) -> None:
         self.sender = sender
+        self.on_room = on_room  # an application with no room has room again
         self.recorder = recorder
         self.policies = policies
         self.clock = clock
@@ -111,11 +113,18 @@ class WebhookDispatcher:
         return never_started
 
     def _finished(self, future: futures.Future[None]) -> None:
+        refill = False
         with self._lock:
             call = self._in_flight.pop(future, None)
             if call is not None:
                 application = call.row.application
-                self._queued[application] = self._queued.get(application, 1) - 1
+                left = self._queued[application] = self._queued.get(application, 1) - 1
+                # Woken once the queue has drained to the calls in flight, the ringer hands
+                # over a pool's worth at once rather than one alarm per call that ends.
+                slots = self._pools[application].slots if application in self._pools else 1
+                refill = left == slots
+        if refill and self.on_room is not None:
+            self.on_room()
 
     def _pool(self, application: str, slots: int) -> _Pool:
         """The application's pool, made again when its bound changed (the old one finishes
