@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from clock_server.engine.webhook_recorder import WebhookCall
 from clock_server.engine.webhooks import WebhookDispatcher
-from clock_server.model import AMQP, PULL, WEBHOOK, Claim, RingRow
+from clock_server.model import AMQP, PULL, WEBHOOK, ApplicationPolicy, Claim, RingRow
 from clock_server.store.ports import ApplicationPolicies, RingTransaction
 
 # How long an alarm whose application's webhook calls are all busy waits in the heap before
@@ -21,6 +21,7 @@ class Route(NamedTuple):
 
     channel: str
     lease_ms: int  # a webhook call's: how long its alarm is marked as delivering
+    policy: ApplicationPolicy  # its URL, secret, timeout and bound, for its webhook calls
 
 
 class Channels:
@@ -28,8 +29,8 @@ class Channels:
 
     An application on the webhook or pull channel has its alarms handed off by the ring batch
     that finds them due: in its transaction they become `delivering` (`hand_off`), and after
-    its commit the webhook ones are given to the dispatcher. A pull application's alarms then
-    wait for its pullers (store.pulls).
+    the webhook calls start at once, under its row locks as a publish is. A pull application's
+    alarms then wait for its pullers (store.pulls).
 
     A ring batch reads its applications' routes (`routes`) before its transaction begins:
     reading the registry inside it would, on SQLite, wait for the very lock it holds.
@@ -74,9 +75,9 @@ class Channels:
         """Each application's route, from the registry as the cache has it."""
         routes = {}
         for application in set(applications):
-            channel = self._channel(application)
-            lease_ms = self.webhooks.lease_ms(application) if channel == WEBHOOK else 0
-            routes[application] = Route(channel, lease_ms)
+            policy = self.policies.policy(application)
+            lease_ms = self.webhooks.lease_ms(policy) if policy.channel == WEBHOOK else 0
+            routes[application] = Route(policy.channel, lease_ms, policy)
         return routes
 
     @staticmethod
@@ -88,18 +89,34 @@ class Channels:
             (published if routes[row.application].channel == AMQP else handed).append(row)
         return published, handed
 
-    def hand_off(
+    def call(
         self,
+        handed: Sequence[RingRow],
+        versions: dict[int, int],
+        routes: dict[str, Route],
+    ) -> None:
+        """Start the webhook calls of `handed` now, at their due moment, while the ring batch
+        holds their rows: the answers are recorded once it has committed the hand-off (their
+        record waits on the rows' locks), and a cancel waiting on a lock sees the alarm
+        delivering."""
+        calls = [
+            (WebhookCall(row, versions[row.id] + 1), routes[row.application].policy)
+            for row in handed
+            if routes[row.application].channel == WEBHOOK
+        ]
+        if calls:
+            self.webhooks.dispatch(calls)
+
+    @staticmethod
+    def hand_off(
         tx: RingTransaction,
         handed: Sequence[tuple[RingRow, int]],
-        versions: dict[int, int],
         now_ms: int,
         routes: dict[str, Route],
-    ) -> list[WebhookCall]:
-        """Mark each (row, handed at) delivering in the ring batch's transaction; returns the
-        webhook calls to make once it commits. A pull message is ready from when it was
-        handed; a webhook call's alarm is marked until its timeout and a margin."""
-        calls: list[WebhookCall] = []
+    ) -> None:
+        """Mark each (row, handed at) delivering in the ring batch's transaction. A pull
+        message is ready from when it was handed; a webhook call's alarm is marked until its
+        timeout and a margin."""
         called: list[tuple[int, int]] = []
         ready: list[tuple[int, int]] = []
         for row, at_ms in handed:
@@ -108,12 +125,10 @@ class Channels:
                 ready.append((row.id, at_ms))
             else:
                 called.append((row.id, at_ms + route.lease_ms))
-                calls.append(WebhookCall(row, versions[row.id] + 1))
         if called:
             tx.hand_off(called, now_ms, keep_claim=True)
         if ready:
             tx.hand_off(ready, now_ms, keep_claim=False)
-        return calls
 
     def _channel(self, application: str) -> str:
         return self.policies.policy(application).channel

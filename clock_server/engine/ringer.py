@@ -18,7 +18,6 @@ from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.lead import LockLead
 from clock_server.engine.messages import message_of
-from clock_server.engine.webhook_recorder import WebhookCall
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
 from clock_server.model import (
@@ -73,8 +72,8 @@ class Ringer:
     dead-letter relay).
 
     With ``channels``, the alarms of applications on the webhook or pull channel are not
-    published: the batch hands them off (`Channels`), and the webhook calls start once it
-    has committed.
+    published: the batch hands them off (`Channels`), a webhook call starting at the moment
+    a publish would.
     """
 
     def __init__(
@@ -272,7 +271,7 @@ class Ringer:
         retries = {application: self._retry_for(application) for application in applications}
         try:
             with self.claims.ring_transaction() as tx:
-                died, calls = self._ring_locked(tx, due, since_ms, publisher, routes, retries)
+                died = self._ring_locked(tx, due, since_ms, publisher, routes, retries)
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -283,9 +282,6 @@ class Ringer:
             self.heap.push_many(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
             return
         self.metrics.heap_size.set(len(self.heap))
-        if calls:
-            assert self.channels is not None
-            self.channels.webhooks.dispatch(calls)
         if died and self.on_dead is not None:
             self.on_dead()
 
@@ -297,9 +293,8 @@ class Ringer:
         publisher: Publisher,
         routes: dict[str, Route],
         retries: dict[str, RetryPolicy],
-    ) -> tuple[int, list[WebhookCall]]:
-        """Lock, publish and record `due`; returns how many alarms died, and the webhook
-        calls to start once the transaction commits."""
+    ) -> int:
+        """Lock, publish (or hand off) and record `due`; returns how many alarms died."""
         live = tx.lock_live(due)
         lead_before = self.lead.ms
         lead_ms = self.lead.observe(self.clock.now_ms() - since_ms)
@@ -311,6 +306,7 @@ class Ringer:
         expired: list[int] = []
         expired_of: list[str] = []  # their applications
         handed: list[tuple[RingRow, int]] = []  # to a webhook or to pullers, and when
+        versions = {claim.id: claim.version for claim in due}
         index = 0
         while index < len(rows):
             now_ms = self.clock.now_ms()
@@ -329,36 +325,35 @@ class Ringer:
             ready = _interleaved([r for r in group if r.id not in late])
             if ready and self.channels is not None:
                 ready, others = self.channels.split(ready, routes)
+                self.channels.call(others, versions, routes)
                 handed += [(row, now_ms) for row in others]
             if ready:
                 pending = publisher.start_batch([message_of(row, now_ms) for row in ready])
                 sent.append((ready, now_ms, pending))
         tx.mark_expired(expired, self.clock.now_ms())
-        calls = self._hand_off(tx, handed, due, due_at, routes) if handed else []
+        if handed:
+            self._hand_off(tx, handed, due_at, routes)
         confirmed = [
             (ready, published_at, pending.wait(self.publish_timeout_s))
             for ready, published_at, pending in sent
         ]
         recorded = self._record(tx, confirmed, due_at, retries)
         self._count(recorded, expired_of)
-        return len(recorded.dead_ids), calls
+        return len(recorded.dead_ids)
 
     def _hand_off(
         self,
         tx: RingTransaction,
         handed: list[tuple[RingRow, int]],
-        due: list[Claim],
         due_at: dict[int, int],
         routes: dict[str, Route],
-    ) -> list[WebhookCall]:
-        """Hand `handed` to their channels; their lateness is the engine's until then."""
+    ) -> None:
+        """Mark `handed` delivering; their lateness is the engine's until they were handed."""
         assert self.channels is not None
-        versions = {claim.id: claim.version for claim in due}
-        calls = self.channels.hand_off(tx, handed, versions, self.clock.now_ms(), routes)
+        self.channels.hand_off(tx, handed, self.clock.now_ms(), routes)
         self.metrics.observe_lateness(
             [self._lateness_ms(row, at_ms, due_at) / 1000 for row, at_ms in handed]
         )
-        return calls
 
     def _keep_close(
         self, rows: list[RingRow], due_at: dict[int, int], due: list[Claim]

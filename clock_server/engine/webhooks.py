@@ -67,9 +67,9 @@ class WebhookDispatcher:
         self._lock = threading.Lock()
         self._closed = False
 
-    def lease_ms(self, application: str) -> int:
-        """How long a handed-off alarm of `application` is marked as delivering."""
-        return int(self._timeout_s(self.policies.policy(application)) * 1000) + LEASE_MARGIN_MS
+    def lease_ms(self, policy: ApplicationPolicy) -> int:
+        """How long a handed-off alarm of the application is marked as delivering."""
+        return int(self._timeout_s(policy) * 1000) + LEASE_MARGIN_MS
 
     def room(self, application: str) -> int:
         """How many more of `application`'s alarms may be handed over now."""
@@ -77,11 +77,11 @@ class WebhookDispatcher:
         with self._lock:
             return max(slots * (1 + QUEUED_PER_SLOT) - self._queued.get(application, 0), 0)
 
-    def dispatch(self, calls: Sequence[WebhookCall]) -> None:
-        """Start each call in its application's pool."""
-        for call in calls:
+    def dispatch(self, calls: Sequence[tuple[WebhookCall, ApplicationPolicy]]) -> None:
+        """Start each call in its application's pool, with the application's settings as
+        given (read before the ring batch's transaction, which this runs inside)."""
+        for call, policy in calls:
             application = call.row.application
-            policy = self.policies.policy(application)
             with self._lock:
                 if self._closed:
                     return
