@@ -44,13 +44,15 @@ PULLERS = 4
 PULL_MAX = 100
 PULL_WAIT_S = 1.0
 QUIET_S = 2.0  # waited after the last expected arrival, for late duplicates
+STALL_S = 15.0  # no arrival for this long once all were due: the rest count as lost
+MAX_WAIT_S = 300.0  # the longest waited past the last due time
 
 
 @dataclass(frozen=True)
 class Received:
     alarm_id: int
     target_ms: int
-    received_ms: int
+    received_ms: float  # the Collector records to the microsecond
 
 
 @dataclass
@@ -61,7 +63,7 @@ class Sink:
     ids: set[int] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, message: dict[str, Any], received_ms: int) -> None:
+    def add(self, message: dict[str, Any], received_ms: float) -> None:
         with self.lock:
             self.arrivals.append(
                 Received(int(message["id"]), int(message["target_ring_at"]), received_ms)
@@ -235,9 +237,15 @@ class Channel:
             return list(self._sink.arrivals), []
 
 
-def _wait_for(channel: Channel, expected: int, until_s: float) -> None:
-    """Until `expected` arrivals or the wall clock reaches `until_s`, then QUIET_S more."""
-    while channel.count() < expected and time.time() < until_s:
+def _wait_for(channel: Channel, expected: int, due_by_s: float) -> None:
+    """Until `expected` arrivals, or nothing new arrived for STALL_S once everything was due
+    (the wall clock past `due_by_s`), or MAX_WAIT_S past it; then QUIET_S more."""
+    seen, last_news = 0, time.time()
+    while (count := channel.count()) < expected and time.time() < due_by_s + MAX_WAIT_S:
+        if count > seen:
+            seen, last_news = count, time.time()
+        elif time.time() > max(due_by_s, last_news) + STALL_S:
+            break
         time.sleep(0.2)
     time.sleep(QUIET_S)
 
@@ -278,7 +286,7 @@ def throughput(
     target_ms = _now_ms() + int(lead_s * 1000)
     insert = bulk_create(base_url, channel.application, alarms, target_ms)
     created_by_ms = _now_ms()
-    _wait_for(channel, insert["created"], target_ms / 1000 + 1 + 30 + alarms / 200)
+    _wait_for(channel, insert["created"], target_ms / 1000 + 1)
     arrivals, errors = channel.stop()
     result: dict[str, Any] = {
         **_tally(arrivals, insert["created"]),
@@ -305,7 +313,7 @@ def steady(
     first_ms = _now_ms() + int(lead_s * 1000)
     created = _create_steady(base_url, channel.application, rate, first_ms, count)
     created_by_ms = _now_ms()
-    _wait_for(channel, created, first_ms / 1000 + seconds + 30)
+    _wait_for(channel, created, first_ms / 1000 + seconds)
     arrivals, errors = channel.stop()
     result: dict[str, Any] = {
         **_tally(arrivals, created),
