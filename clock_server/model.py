@@ -196,6 +196,24 @@ class RingRow(NamedTuple):
         return self.ring_after_count is not None and self.counted >= self.ring_after_count
 
 
+def ring_message(row: RingRow, published_at: int) -> dict[str, Any]:
+    """What an alarm's message says, the same on every channel: `row` as locked to ring it,
+    sent (or leased) at `published_at`."""
+    body: dict[str, Any] = {
+        "id": row.id,
+        "application": row.application,
+        "business_id": row.business_id,
+        "payload": row.payload,
+        "target_ring_at": row.target_ring_at,
+        "attempt": row.retry_times + 1,
+        "published_at": published_at,
+    }
+    if row.ring_after_count is not None:  # what made it ring: its count, or its deadline
+        body["trigger"] = "count" if row.count_reached else "time"
+        body["count"] = row.counted
+    return body
+
+
 class OutgoingMessage(NamedTuple):
     """One alarm ready to be published (a tuple: one is built per alarm on the ring path)."""
 

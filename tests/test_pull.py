@@ -7,7 +7,6 @@ import threading
 import time
 from typing import Any
 
-import orjson
 import pytest
 from sqlalchemy import delete
 
@@ -15,16 +14,15 @@ from clock_server.api import Services, create_app
 from clock_server.api.tokens import load_tokens
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
-from clock_server.engine.messages import message_of
 from clock_server.metrics import Metrics
-from clock_server.model import ApplicationPolicy, NewAlarm, RingRow
+from clock_server.model import ApplicationPolicy, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
 from clock_server.store.engines import SqlEngineRegistry
-from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue, message_body
+from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue
 from clock_server.store.schema import dead_letter_table
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import settle, unique
@@ -298,18 +296,6 @@ def test_an_ack_leaves_other_alarms_alone(harness: Harness):
     assert h.ack([str(pending), str(other_id)]).get_json()["acked"] == []
     assert h.alarm("pending")["status"] == "pending"
     assert h.call("GET", "/v1/alarms/other/x", OTHER).get_json()["status"] == "rung"
-
-
-def test_the_alarm_message_is_the_same_as_on_every_channel():
-    rows = [
-        RingRow(7, APP, "b", "p", NOW, None, 0),
-        RingRow(8, APP, "c", "p", NOW, NOW + 5, 2, ring_after_count=3, counted=3),
-        RingRow(9, APP, "d", "p", NOW, None, 1, ring_after_count=3, counted=1),
-    ]
-    for row in rows:
-        assert message_body(row, NOW + 9) == orjson.loads(message_of(row, NOW + 9).body)
-    assert message_body(rows[1], NOW)["trigger"] == "count"
-    assert message_body(rows[2], NOW)["trigger"] == "time"
 
 
 def test_a_count_triggered_alarm_says_what_made_it_ring(harness: Harness):

@@ -23,6 +23,7 @@ from clock_server.deadline import Deadline
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.metrics import Metrics
+from clock_server.model import Claim, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
@@ -372,3 +373,23 @@ def test_the_sdk_configures_the_channel_and_reads_and_rotates_the_secret(
     h.ring_at(t0 + 1_000)
     [call] = receiver.wait_for(1)
     assert verify_webhook(rotated, call.headers, call.body)["business_id"] == "order-8"
+
+
+def test_calls_never_started_are_given_back_pending_and_due_now(store: AlarmStore):
+    claims = SqlClaimStore(store)
+    now = 1_700_000_000_000
+    for key in ("a", "b"):
+        store.create(NewAlarm("hooks", key, "p", now, None), now - 1_000)
+    taken = claims.claim_due(now, now + 30_000, 10, owner=7)
+    with claims.ring_transaction() as tx:
+        tx.lock_live(taken)
+        tx.hand_off([(c.id, now + 15_000) for c in taken], now, keep_claim=True)
+    handed = [c._replace(version=c.version + 1) for c in taken]
+    stale = handed[1]._replace(version=handed[1].version - 1)
+    assert claims.give_back_deliveries([handed[0], stale], now + 20) == 1
+    a, b = store.get("hooks", "a"), store.get("hooks", "b")
+    assert (a.status, a.next_try_time) == ("pending", now + 20)
+    assert (b.status, b.next_try_time) == ("delivering", now + 15_000)
+    assert claims.claim_due(now + 20, now + 30_000, 10) == [
+        Claim(now + 20, a.id, handed[0].version + 2, "hooks")
+    ]

@@ -103,27 +103,7 @@ class SqlClaimStore:
 
     def release(self, claims: Sequence[Claim], now_ms: int) -> int:
         """Give claims back: each alarm is due again at its own time. Stale claims are ignored."""
-        released = 0
-        with translate_errors(), self.store.engine.begin() as conn:
-            for chunk in chunks(list(claims), _ID_CHUNK):
-                by_id = alarm_table.c.id
-                result = conn.execute(
-                    update(alarm_table)
-                    .where(
-                        by_id.in_([c.id for c in chunk]),
-                        alarm_table.c.version
-                        == case({c.id: c.version for c in chunk}, value=by_id),
-                        alarm_table.c.status == PENDING,
-                    )
-                    .values(
-                        next_try_time=case({c.id: c.due_ms for c in chunk}, value=by_id),
-                        claimed_by=0,
-                        version=alarm_table.c.version + 1,
-                        update_time=now_ms,
-                    )
-                )
-                released += result.rowcount
-        return released
+        return self._give_back(claims, now_ms, PENDING)
 
     @contextlib.contextmanager
     def ring_transaction(self) -> Iterator[SqlRingTransaction]:
@@ -152,21 +132,26 @@ class SqlClaimStore:
     def give_back_deliveries(self, claims: Sequence[Claim], now_ms: int) -> int:
         """Alarms handed to a webhook and never sent (a shutdown): pending again, due now, for
         any engine to ring. Those whose version moved are left alone."""
+        return self._give_back([c._replace(due_ms=now_ms) for c in claims], now_ms, DELIVERING)
+
+    def _give_back(self, claims: Sequence[Claim], now_ms: int, status: str) -> int:
+        """Make the alarms of `claims` that are still in `status` with the claimed version
+        pending and nobody's, each due again at its claim's due time; returns how many."""
         released = 0
+        by_id = alarm_table.c.id
         with translate_errors(), self.store.engine.begin() as conn:
             for chunk in chunks(list(claims), _ID_CHUNK):
-                by_id = alarm_table.c.id
                 result = conn.execute(
                     update(alarm_table)
                     .where(
                         by_id.in_([c.id for c in chunk]),
                         alarm_table.c.version
                         == case({c.id: c.version for c in chunk}, value=by_id),
-                        alarm_table.c.status == DELIVERING,
+                        alarm_table.c.status == status,
                     )
                     .values(
                         status=PENDING,
-                        next_try_time=now_ms,
+                        next_try_time=case({c.id: c.due_ms for c in chunk}, value=by_id),
                         claimed_by=0,
                         version=alarm_table.c.version + 1,
                         update_time=now_ms,

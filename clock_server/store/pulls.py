@@ -28,6 +28,7 @@ from clock_server.model import (
     EXPIRED,
     RUNG,
     RingRow,
+    ring_message,
 )
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.dead_letters import DeadLetterRows
@@ -69,25 +70,6 @@ class Leased:
     messages: list[LeasedMessage] = field(default_factory=list)
     expired: dict[str, int] = field(default_factory=dict)
     dead: dict[str, int] = field(default_factory=dict)
-
-
-def message_body(row: RingRow, published_at: int) -> dict[str, Any]:
-    """The message of `row` leased at `published_at`, where `row.retry_times` counts the
-    leases before this one: the same content as engine.messages.message_of's body, which the
-    store may not import."""
-    body: dict[str, Any] = {
-        "id": row.id,
-        "application": row.application,
-        "business_id": row.business_id,
-        "payload": row.payload,
-        "target_ring_at": row.target_ring_at,
-        "attempt": row.retry_times + 1,
-        "published_at": published_at,
-    }
-    if row.ring_after_count is not None:  # what made it ring: its count, or its deadline
-        body["trigger"] = "count" if row.count_reached else "time"
-        body["count"] = row.counted
-    return body
 
 
 class SqlPullQueue:
@@ -216,7 +198,7 @@ class SqlPullQueue:
             self._write_dead_letters(conn, dead, now_ms)
         return Leased(
             messages=[
-                LeasedMessage(row.id, row.retry_times + 1, leased_until, message_body(row, now_ms))
+                LeasedMessage(row.id, row.retry_times + 1, leased_until, ring_message(row, now_ms))
                 for row in leased
             ],
             expired=_by_application(expired),
