@@ -393,3 +393,28 @@ def test_calls_never_started_are_given_back_pending_and_due_now(store: AlarmStor
     assert claims.claim_due(now + 20, now + 30_000, 10) == [
         Claim(now + 20, a.id, handed[0].version + 2, "hooks")
     ]
+
+
+class _BrokenSender:
+    """A sender with a bug: every send raises."""
+
+    def send(self, request: Any) -> Any:
+        raise RuntimeError("bug in the sender")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_sender_that_raises_makes_a_failed_attempt_not_a_stuck_alarm(
+    harness: Harness, receiver: Receiver
+):
+    h = harness
+    t0 = h.clock.now_ms()
+    h.engine.webhooks.sender = _BrokenSender()  # type: ignore[union-attr]
+    h.configure("hooks", channel="webhook", webhook_url=receiver.url())
+    h.create("order-9", target_ring_at=t0 + 1_000)
+    h.ring_at(t0 + 1_000)
+    alarm = h.alarm("order-9")
+    assert (alarm["status"], alarm["retry_times"]) == ("pending", 1)
+    [failed] = [e for e in AlarmHistory(h.store).events("hooks", "order-9") if e.kind != "created"]
+    assert failed.kind == "attempt_failed" and "bug in the sender" in failed.detail["error"]

@@ -140,13 +140,12 @@ class WebhookDispatcher:
     def _call(self, call: WebhookCall, policy: ApplicationPolicy) -> None:
         try:
             self._deliver(call, policy)
-        except Exception:
+        except Exception as error:  # a failed attempt: retried, never left delivering
             log.exception(
-                "webhook call of alarm %d failed; it is sent again once its engine's claims "
-                "are taken over",
-                call.row.id,
-                extra={"action": "webhook_error"},
+                "webhook call of alarm %d failed", call.row.id, extra={"action": "webhook_error"}
             )
+            failed = WebhookOutcome(False, None, f"internal error: {error!r}"[:200], None)
+            self.recorder.add(Answer(call, self.clock.now_ms(), failed))
 
     def _deliver(self, call: WebhookCall, policy: ApplicationPolicy) -> None:
         row = call.row
