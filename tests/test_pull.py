@@ -427,12 +427,14 @@ def test_concurrent_pullers_never_lease_the_same_message(
     h.clock.set(NOW + 1_000)
     h.step()
     queue = SqlPullQueue(mariadb_store, dead_letters=False)
-    start = threading.Barrier(2)
+    rounds = 200 // 14 + 2  # each round both lease 7 at once, in lockstep: they overlap
+    in_step = threading.Barrier(2)
     got: list[list[int]] = [[], []]
 
     def puller(mine: list[int]) -> None:
-        start.wait()
-        while leased := queue.lease(APP, 7, NOW + 1_000, VISIBILITY_MS, RetryLimits(2)).messages:
+        for _ in range(rounds):
+            in_step.wait()
+            leased = queue.lease(APP, 7, NOW + 1_000, VISIBILITY_MS, RetryLimits(2)).messages
             mine.extend(message.alarm_id for message in leased)
 
     threads = [threading.Thread(target=puller, args=(mine,)) for mine in got]
