@@ -324,13 +324,13 @@ def test_a_cancel_while_delivering_is_409_and_during_a_backoff_is_taken(harness:
 
 
 def test_a_slow_endpoint_never_holds_back_another_application(harness: Harness):
-    """`slow` answers after 3 s, and its calls pile up to its bound; `fast` rings 500 alarms
-    due over the same moments, each received while slow's calls still hang, and each
-    published at its due time on the engine's clock."""
+    """`slow` does not answer until the test ends, and its calls pile up to its bound; `fast`
+    rings 500 alarms due over the same moments, each received while slow's calls still
+    hang, and each published at its due time on the engine's clock."""
     h = harness
     t0 = h.clock.now_ms()
     moments = [t0 + 1_000 + 100 * step for step in range(10)]  # beyond the lock-ahead lead
-    with receiving(lambda _r: Answer(200, sleep_s=3.0)) as slow_end, receiving() as fast_end:
+    with receiving(lambda _r: Answer(200, sleep_s=60.0)) as slow_end, receiving() as fast_end:
         h.configure("slow", channel="webhook", webhook_url=slow_end.url(), webhook_max_in_flight=2)
         h.configure("fast", channel="webhook", webhook_url=fast_end.url())
         for at_ms in moments:
@@ -338,13 +338,11 @@ def test_a_slow_endpoint_never_holds_back_another_application(harness: Harness):
                 h.create(f"s-{at_ms}-{n}", application="slow", target_ring_at=at_ms)
             for n in range(50):
                 h.create(f"f-{at_ms}-{n}", application="fast", target_ring_at=at_ms)
-        started = time.monotonic()
         h.engine.preloader.run_once()
         for step, at_ms in enumerate(moments, start=1):
             h.clock.set(at_ms)
             settle(h.engine, h.clock)
             fast_end.wait_for(50 * step)
-        assert time.monotonic() - started < 3.0  # before any slow call could have answered
         fast = [orjson.loads(c.body) for c in fast_end.received]
         assert sorted(m["published_at"] - m["target_ring_at"] for m in fast) == [0] * 500
         assert len(slow_end.received) == 2  # its bound on calls in flight: the rest wait
