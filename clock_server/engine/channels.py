@@ -39,10 +39,15 @@ class Channels:
     def __init__(self, policies: ApplicationPolicies, webhooks: WebhookDispatcher) -> None:
         self.policies = policies
         self.webhooks = webhooks
+        # Set once a ring batch has met an application on the webhook channel: until then
+        # the ring loop skips the per-pass work that only webhook applications need.
+        self.webhooks_seen = False
 
     def caps(self, applications: Iterable[str]) -> dict[str, int]:
         """How many claims each webhook application among `applications` may have taken off
         the heap now: the room for more calls it has. The others are not capped."""
+        if not self.webhooks_seen:
+            return {}
         return {
             application: self.webhooks.room(application)
             for application in applications
@@ -52,6 +57,8 @@ class Channels:
     def admit(self, due: list[Claim], now_ms: int) -> tuple[list[Claim], list[Claim]]:
         """Split claims about to ring into those that go now and those of webhook
         applications with no room for more calls, each due again a little later."""
+        if not self.webhooks_seen:
+            return due, []
         room: dict[str, int] = {}
         go: list[Claim] = []
         later: list[Claim] = []
@@ -76,13 +83,17 @@ class Channels:
         routes = {}
         for application in set(applications):
             policy = self.policies.policy(application)
-            lease_ms = self.webhooks.lease_ms(policy) if policy.channel == WEBHOOK else 0
+            lease_ms = 0
+            if policy.channel == WEBHOOK:
+                lease_ms, self.webhooks_seen = self.webhooks.lease_ms(policy), True
             routes[application] = Route(policy.channel, lease_ms, policy)
         return routes
 
     @staticmethod
     def split(rows: list[RingRow], routes: dict[str, Route]) -> tuple[list[RingRow], list[RingRow]]:
         """The rows to publish to RabbitMQ, and those to hand off."""
+        if all(route.channel == AMQP for route in routes.values()):
+            return rows, []
         published: list[RingRow] = []
         handed: list[RingRow] = []
         for row in rows:

@@ -137,7 +137,9 @@ class Ringer:
         lead_ms = self.lead.ms
         # A webhook application with no room for more calls keeps its claims in the heap:
         # taking them off only to put them back would churn a backlog on every pass.
-        caps = self.channels.caps(self.heap.held_per_application()) if self.channels else {}
+        caps = {}
+        if self.channels is not None and self.channels.webhooks_seen:
+            caps = self.channels.caps(self.heap.held_per_application())
         due = self.heap.pop_due(now_ms + lead_ms, self.batch, caps)
         if due and (self.gate is not None or self.channels is not None):
             due = self._admit(due, now_ms)
@@ -306,7 +308,7 @@ class Ringer:
         expired: list[int] = []
         expired_of: list[str] = []  # their applications
         handed: list[tuple[RingRow, int]] = []  # to a webhook or to pullers, and when
-        versions = {claim.id: claim.version for claim in due}
+        versions: dict[int, int] = {}  # the claims' versions, once a row is handed off
         index = 0
         while index < len(rows):
             now_ms = self.clock.now_ms()
@@ -325,6 +327,8 @@ class Ringer:
             ready = _interleaved([r for r in group if r.id not in late])
             if ready and self.channels is not None:
                 ready, others = self.channels.split(ready, routes)
+                if others and not versions:
+                    versions = {claim.id: claim.version for claim in due}
                 self.channels.call(others, versions, routes)
                 handed += [(row, now_ms) for row in others]
             if ready:
