@@ -75,8 +75,7 @@ class Harness:
             self.publisher,
             clock,
             Metrics(),
-            # Read once, before any ring transaction: on SQLite a read of the registry
-            # inside one (Channels.split) waits for that transaction's own write lock.
+            # Read once: the registry is as the test configured it before stepping.
             policies=CachedPolicies(registry.all, clock.now_ms, POLICIES_FOREVER_MS),
             webhook_sender=HttpWebhookSender(allow_private=True),
         )

@@ -91,27 +91,14 @@ class SqlEngineRegistry:
         upper_ms = now_ms + dead.lease_ms + CLOCK_SKEW_MARGIN_MS
         with translate_errors(), self.store.engine.begin() as conn:
             candidates = self._claims_of(conn, dead.id, now_ms, upper_ms)
-            released = 0
-            for chunk in chunks(candidates, _ID_CHUNK):
-                ids = self._lock_unheld(conn, dead.id, chunk, PENDING)
-                if ids:
-                    conn.exec_driver_sql(
-                        f"UPDATE {_TABLE} SET next_try_time = CASE WHEN retry_times = 0"
-                        f" THEN target_ring_at ELSE {int(now_ms)} END, claimed_by = 0,"
-                        f" version = version + 1, update_time = {int(now_ms)}"
-                        f" WHERE id IN ({id_list(ids)})"
-                    )
-                released += len(ids)
+            first_try_at_target = (
+                f"CASE WHEN retry_times = 0 THEN target_ring_at ELSE {int(now_ms)} END"
+            )
+            released = self._give_back(
+                conn, dead.id, candidates, PENDING, first_try_at_target, now_ms
+            )
             calls = self._webhook_calls_of(conn, dead.id)
-            for chunk in chunks(calls, _ID_CHUNK):
-                ids = self._lock_unheld(conn, dead.id, chunk, DELIVERING)
-                if ids:
-                    conn.exec_driver_sql(
-                        f"UPDATE {_TABLE} SET status = '{PENDING}', next_try_time ="
-                        f" {int(now_ms)}, claimed_by = 0, version = version + 1,"
-                        f" update_time = {int(now_ms)} WHERE id IN ({id_list(ids)})"
-                    )
-                released += len(ids)
+            released += self._give_back(conn, dead.id, calls, DELIVERING, str(int(now_ms)), now_ms)
         held = len(candidates) + len(calls) - released
         return Takeover(released=released, held=held)
 
@@ -130,6 +117,29 @@ class SqlEngineRegistry:
             f" AND claimed_by = {int(engine_id)}"
         ).all()
         return [row[0] for row in rows]
+
+    def _give_back(
+        self,
+        conn: Connection,
+        engine_id: int,
+        ids: Sequence[int],
+        status: str,
+        next_try_sql: str,
+        now_ms: int,
+    ) -> int:
+        """Make those of `ids` still the engine's, in `status` and locked by nobody else
+        pending and nobody's, due at `next_try_sql`; returns how many."""
+        released = 0
+        for chunk in chunks(list(ids), _ID_CHUNK):
+            locked = self._lock_unheld(conn, engine_id, chunk, status)
+            if locked:
+                conn.exec_driver_sql(
+                    f"UPDATE {_TABLE} SET status = '{PENDING}', next_try_time = {next_try_sql},"
+                    f" claimed_by = 0, version = version + 1, update_time = {int(now_ms)}"
+                    f" WHERE id IN ({id_list(locked)})"
+                )
+            released += len(locked)
+        return released
 
     def _webhook_calls_of(self, conn: Connection, engine_id: int) -> list[int]:
         """The alarms the engine handed to a webhook (delivering, and still naming it): a
