@@ -102,7 +102,7 @@ def main() -> None:
             },
         )
     if "steady" in chosen:
-        for rate in (1_000, 5_000):
+        for rate in (1_000, 5_000, 10_000):
             raw[f"steady_{rate}"] = repeat(runs, f"steady {rate}/s", lambda rate=rate: scenarios.steady(
                 workdir, rate, sizes["steady_s"], **server))  # fmt: skip
     if "burst" in chosen:
