@@ -133,9 +133,11 @@ CHANGED = "changed"  # a PATCH changed the cutoff or the payload, not the target
 ATTEMPT_FAILED = "attempt_failed"
 REDRIVEN = "redriven"
 COUNT_REACHED = "count_reached"  # a count-triggered alarm's count reached ring_after_count
+# Its application left the pull channel: a message waiting for pullers went back to pending.
+REQUEUED = "requeued"
 EVENT_KINDS = (
     CREATED, MOVED, CHANGED, CANCELLED, ATTEMPT_FAILED, COUNT_REACHED, RUNG, EXPIRED, DEAD,
-    REDRIVEN,
+    REDRIVEN, REQUEUED,
 )  # fmt: skip
 
 # Who acted, besides an application acting on its own alarms.

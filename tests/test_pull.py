@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy import delete
 
@@ -14,6 +15,7 @@ from clock_server.api import Services, create_app
 from clock_server.api.tokens import load_tokens
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.engine.maintenance import Maintenance
 from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy, NewAlarm
 from clock_server.settings import Settings
@@ -22,6 +24,7 @@ from clock_server.store.applications import CachedPolicies, SqlApplicationRegist
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
 from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue
 from clock_server.store.schema import dead_letter_table
 from clock_server.testing import InMemoryPublisher, SettableClock
@@ -68,18 +71,22 @@ class Harness:
         )
         self.app = create_app(services)
         self.client = self.app.test_client()
-        self.engine = AlarmEngine(
+        self.registry = registry
+        self.engine = self.make_engine()
+        self.check = OpenApiChecker(self.client.get("/openapi.json").get_json())
+
+    def make_engine(self) -> AlarmEngine:
+        return AlarmEngine(
             self.settings,
-            SqlClaimStore(store),
-            SqlEngineRegistry(store),
+            SqlClaimStore(self.store),
+            SqlEngineRegistry(self.store),
             self.publisher,
-            clock,
+            self.clock,
             Metrics(),
             # Read once: the registry is as the test configured it before stepping.
-            policies=CachedPolicies(registry.all, clock.now_ms, POLICIES_FOREVER_MS),
+            policies=CachedPolicies(self.registry.all, self.clock.now_ms, POLICIES_FOREVER_MS),
             webhook_sender=HttpWebhookSender(allow_private=True),
         )
-        self.check = OpenApiChecker(self.client.get("/openapi.json").get_json())
 
     def call(self, method: str, url: str, token: str | None = JOBS, **kwargs: Any) -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -305,6 +312,55 @@ def test_a_count_triggered_alarm_says_what_made_it_ring(harness: Harness):
     h.step()
     [message] = h.pulled()
     assert (message["message"]["trigger"], message["message"]["count"]) == ("count", 2)
+
+
+def test_messages_left_by_a_move_to_another_channel_ring_there(harness: Harness):
+    h = harness
+    leased_id = h.create("leased", NOW + 1_000)
+    ready_id = h.create("ready", NOW + 1_005)
+    waiting_id = h.create("waiting", NOW + 30_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    [leased] = h.pulled()
+    h.clock.set(NOW + 1_005)
+    h.step()
+    assert h.alarm("ready")["status"] == "delivering"
+
+    moved = h.call("PATCH", f"/v1/applications/{APP}", ADMIN, json={"channel": "amqp"})
+    assert moved.status_code == 200, moved.get_json()
+    assert h.pull().status_code == 409
+    h.clock.set(NOW + 2_000)
+    maintenance = Maintenance(h.store, h.clock, h.metrics, requeue=SqlPullRequeue(h.store))
+    assert maintenance.requeue_left_pull() == {APP: 2}
+    assert maintenance.requeue_left_pull() == {}
+    ready, late = h.alarm("ready"), h.alarm("leased")
+    assert (ready["status"], ready["next_try_time"], ready["retry_times"]) == (
+        "pending", NOW + 2_000, 0,
+    )  # fmt: skip
+    # The lease still running keeps its puller's time; its attempt counts as failed.
+    assert (late["status"], late["next_try_time"], late["retry_times"]) == (
+        "pending", leased["leased_until"], 1,
+    )  # fmt: skip
+    assert h.events("ready")[-1] == {
+        "at": NOW + 2_000, "kind": "requeued", "actor": "clock",
+        "detail": {"from_channel": "pull", "due_at": NOW + 2_000},
+    }  # fmt: skip
+    assert h.ack([leased["id"]]).get_json()["acked"] == []
+
+    h.engine = h.make_engine()  # reads the registry as it is now
+    h.step()
+    assert [m.message_id for m in h.publisher.published] == [str(ready_id)]
+    h.clock.set(leased["leased_until"] - 1)
+    h.step()
+    assert len(h.publisher.published) == 1
+    h.clock.set(leased["leased_until"])
+    h.step()
+    published = {m.message_id: orjson.loads(m.body) for m in h.publisher.published}
+    assert list(published) == [str(ready_id), str(leased_id)]
+    assert published[str(leased_id)]["attempt"] == 2
+    assert (h.alarm("ready")["status"], h.alarm("leased")["status"]) == ("rung", "rung")
+    assert h.alarm("waiting")["status"] == "pending"  # never handed to pullers: untouched
+    assert waiting_id not in {int(m.message_id) for m in h.publisher.published}
 
 
 def test_pull_needs_the_pull_channel(harness: Harness):

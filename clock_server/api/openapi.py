@@ -81,7 +81,8 @@ _EVENT = {
             "kept the target (latest_ring_at_from, latest_ring_at_to, payload_changed); "
             "attempt_failed (attempt, error, retry_at unless it was the last); rung "
             "(attempt); expired (latest_ring_at, attempts); dead (attempts, error); "
-            "redriven (from_status, due_at); count_reached (count, ring_after_count)",
+            "redriven (from_status, due_at); count_reached (count, ring_after_count); "
+            "requeued, its application left the pull channel (from_channel, due_at)",
             "properties": {
                 "target_ring_at": _MS,
                 "latest_ring_at": _MS_OR_NULL,

@@ -1,5 +1,5 @@
-"""Periodic maintenance jobs on an APScheduler background scheduler: the backlog gauge and
-the retention purge."""
+"""Periodic maintenance jobs on an APScheduler background scheduler: the backlog gauge, the
+requeue of pull messages whose application left the pull channel, and the retention purge."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from clock_server.metrics import Metrics
 from clock_server.model import CANCELLED, DEAD, EXPIRED, RUNG
-from clock_server.store.ports import BacklogCounter, FinishedAlarmPurger, JobLease
+from clock_server.store.ports import BacklogCounter, FinishedAlarmPurger, JobLease, PullRequeue
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
@@ -28,12 +28,14 @@ class Maintenance:
         metrics: Metrics,
         interval_s: float = 15.0,
         purge: RetentionPurge | None = None,
+        requeue: PullRequeue | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.metrics = metrics
         self.interval_s = interval_s
         self.purge = purge
+        self.requeue = requeue
         self._scheduler: BackgroundScheduler | None = None
 
     def start(self) -> None:
@@ -46,6 +48,15 @@ class Maintenance:
             max_instances=1,
             coalesce=True,
         )
+        if self.requeue is not None:
+            self._scheduler.add_job(
+                self.requeue_left_pull,
+                "interval",
+                seconds=self.interval_s,
+                id="requeue_left_pull",
+                max_instances=1,
+                coalesce=True,
+            )
         if self.purge is not None:
             self._scheduler.add_job(
                 self.purge_finished,
@@ -79,6 +90,23 @@ class Maintenance:
                 "%d alarms are overdue and unclaimed", overdue, extra={"action": "alarms_overdue"}
             )
         return overdue
+
+    def requeue_left_pull(self) -> dict[str, int]:
+        """Send the pull messages of applications now on another channel back to pending, for
+        the engine to ring on that channel; how many, by application."""
+        assert self.requeue is not None
+        try:
+            requeued = self.requeue.requeue_left_pull(self.clock.now_ms())
+        except Exception:
+            log.exception("could not requeue pull messages", extra={"action": "maintenance_error"})
+            return {}
+        if requeued:
+            log.warning(
+                "requeued the pull messages of applications that left the pull channel: %s",
+                requeued,
+                extra={"action": "pull_messages_requeued"},
+            )
+        return requeued
 
     def purge_finished(self) -> int | None:
         """One run of the retention purge: how many alarms it deleted, None when another

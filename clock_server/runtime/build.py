@@ -25,6 +25,7 @@ from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import make_engine
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
 from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.timesource import Clock, SystemClock
@@ -138,7 +139,7 @@ def build(
         interval_s=settings.purge_interval_s,
         batch=settings.purge_batch,
     )
-    maintenance = Maintenance(store, clock, metrics, purge=purge)
+    maintenance = Maintenance(store, clock, metrics, purge=purge, requeue=SqlPullRequeue(store))
     return Runtime(settings, store, app, engine, publisher, maintenance, express_publisher)
 
 

@@ -108,6 +108,14 @@ class BacklogCounter(Protocol):
         ...
 
 
+class PullRequeue(Protocol):
+    """Pull messages of applications that moved to another channel (store.pull_requeue)."""
+
+    def requeue_left_pull(self, now_ms: int) -> dict[str, int]:
+        """Make them pending again; how many, by application."""
+        ...
+
+
 class Takeover(NamedTuple):
     """What giving back a dead engine's claims did."""
 
