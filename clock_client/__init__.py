@@ -13,6 +13,7 @@ from .errors import (
     Unauthorized,
     Unavailable,
     ValidationError,
+    WebhookVerificationError,
 )
 from .models import (
     AckResult,
@@ -52,5 +53,6 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "ValidationError",
+    "WebhookVerificationError",
     "verify_webhook",
 ]

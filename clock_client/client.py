@@ -424,12 +424,19 @@ class ClockClient:
                 pass  # not registered yet: the PUT below registers it
         return application_from_json(self._request("PUT", path, json=settings))
 
-    def webhook_secret(self, name: str, *, rotate: bool = False) -> str | None:
+    def webhook_secret(
+        self, name: str, *, rotate: bool = False, overlap_s: float | None = None
+    ) -> str | None:
         """The secret that signs the application's webhooks (None before it first took the
-        webhook channel); with ``rotate=True``, a new one replaces it first. Needs an admin
-        token (Forbidden otherwise)."""
+        webhook channel); with ``rotate=True``, a new one replaces it first, and the old one
+        goes on signing beside it for ``overlap_s`` (the server's default is a day; 0 stops
+        it at once). Needs an admin token (Forbidden otherwise)."""
         path = f"{self._application_path(name)}/webhook-secret"
-        answer = self._request("POST" if rotate else "GET", path)
+        if rotate:
+            body = {} if overlap_s is None else {"overlap_s": overlap_s}
+            answer = self._request("POST", path, json=body)
+        else:
+            answer = self._request("GET", path)
         secret = answer.get("webhook_secret")
         return secret if isinstance(secret, str) else None
 

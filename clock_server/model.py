@@ -278,6 +278,18 @@ class ApplicationPolicy:
     updated_at: int = 0
     # Signs the webhooks; never part of to_json (the admin API reads it on its own route).
     webhook_secret: str | None = field(default=None, repr=False)
+    # The secret the last rotation replaced: it signs too, beside the new one, until then.
+    webhook_previous_secret: str | None = field(default=None, repr=False)
+    webhook_previous_secret_until: int | None = None  # epoch ms
+
+    def signing_secrets(self, now_ms: int) -> tuple[str, ...]:
+        """The secrets that sign a webhook sent at `now_ms`: the current one, and the one it
+        replaced while its overlap lasts."""
+        current = (self.webhook_secret,) if self.webhook_secret is not None else ()
+        until = self.webhook_previous_secret_until
+        if self.webhook_previous_secret is None or until is None or now_ms >= until:
+            return current
+        return (*current, self.webhook_previous_secret)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -18,6 +18,7 @@ from ipaddress import ip_address
 import pytest
 from standardwebhooks import Webhook
 
+from clock_client.errors import WebhookVerificationError
 from clock_client.webhooks import verify
 from clock_server.delivery.ports import WebhookOutcome, WebhookRequest
 from clock_server.delivery.secrets import new_secret
@@ -131,7 +132,7 @@ def sender(server: _Server) -> Iterator[HttpWebhookSender]:
 def request(url: str, **changes: object) -> WebhookRequest:
     base = WebhookRequest(
         url=url,
-        secret=SECRET,
+        secrets=(SECRET,),
         message_id="msg_0001",
         body=b'{"application":"billing","business_id":"inv-1"}',
         attempt=1,
@@ -166,6 +167,19 @@ def test_a_2xx_answer_is_ok_and_the_post_is_signed(server, sender):
     message = {"application": "billing", "business_id": "inv-1"}
     assert Webhook(SECRET).verify(got.body, got.headers) == message
     assert verify(SECRET, got.headers, got.body) == message
+
+
+def test_with_two_secrets_each_one_verifies_the_post(server, sender):
+    other = "whsec_" + base64.b64encode(b"another secret of 32 bytes......").decode()
+    assert sender.send(request(server.url, secrets=(SECRET, other))).ok
+    [got] = server.received
+    assert len(got.headers["webhook-signature"].split(" ")) == 2
+    message = {"application": "billing", "business_id": "inv-1"}
+    for secret in (SECRET, other):
+        assert verify(secret, got.headers, got.body) == message
+    stranger = "whsec_" + base64.b64encode(b"a secret that signed nothing....").decode()
+    with pytest.raises(WebhookVerificationError):
+        verify(stranger, got.headers, got.body)
 
 
 def test_an_error_status_is_a_failed_attempt(server, sender):
@@ -276,7 +290,7 @@ def test_calls_in_flight_are_bounded_by_max_connections(server, sender):
 
 
 def test_a_bad_secret_is_an_outcome_not_an_exception(server, sender):
-    outcome = sender.send(request(server.url, secret="whsec_"))
+    outcome = sender.send(request(server.url, secrets=("whsec_",)))
     assert (outcome.ok, outcome.status) == (False, None)
     assert outcome.error is not None
     assert outcome.error.startswith("cannot sign: ")

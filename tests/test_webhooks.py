@@ -14,7 +14,7 @@ import orjson
 import pytest
 import standardwebhooks
 
-from clock_client import ClockClient, verify_webhook
+from clock_client import ClockClient, WebhookVerificationError, verify_webhook
 from clock_client import ValidationError as ClientValidationError
 from clock_client.webhooks import verify
 from clock_server.api import Services, create_app
@@ -171,6 +171,50 @@ def test_the_webhook_channel_needs_a_url_and_gets_a_secret_that_can_be_rotated(h
     assert h.secret("hooks") == rotated["webhook_secret"]
     assert h.call("GET", "/v1/applications/hooks/webhook-secret", HOOKS).status_code == 403
     assert h.call("POST", "/v1/applications/hooks/webhook-secret", HOOKS).status_code == 403
+
+
+def test_a_replaced_secret_signs_beside_the_new_one_for_its_overlap(
+    harness: Harness, receiver: Receiver
+):
+    h = harness
+    t0 = h.clock.now_ms()
+    rotate = "/v1/applications/hooks/webhook-secret"
+    h.configure("hooks", channel="webhook", webhook_url=receiver.url())
+    old = h.secret("hooks")
+    refusals = [({"overlap_s": -1}, "overlap_s"), ({"overlap_s": 8 * 86_400}, "overlap_s"),
+                ({"overlap_s": "60"}, "overlap_s"), ({"overlap": 60}, "overlap")]  # fmt: skip
+    for body, field in refusals:
+        refused = h.call("POST", rotate, json=body)
+        assert refused.status_code == 400 and refused.get_json()["error"]["field"] == field
+    assert h.secret("hooks") == old  # nothing changed
+
+    rotated = h.call("POST", rotate, json={"overlap_s": 60}).get_json()
+    new = rotated["webhook_secret"]
+    assert new != old and rotated["previous_secret_signs_until"] == t0 + 60_000
+    h.create("during", target_ring_at=t0 + 1_000)
+    h.create("after", target_ring_at=t0 + 60_000)
+    h.ring_at(t0 + 1_000)
+    [during] = receiver.wait_for(1)
+    assert len(during.headers["webhook-signature"].split(" ")) == 2
+    for secret in (old, new):
+        assert verify_webhook(secret, during.headers, during.body)["business_id"] == "during"
+
+    h.ring_at(t0 + 60_000)
+    after = receiver.wait_for(2)[1]
+    assert len(after.headers["webhook-signature"].split(" ")) == 1
+    assert verify_webhook(new, after.headers, after.body)["business_id"] == "after"
+    with pytest.raises(WebhookVerificationError):
+        verify_webhook(old, after.headers, after.body)
+    read = h.call("GET", rotate).get_json()
+    assert (read["webhook_secret"], read["previous_secret_signs_until"]) == (new, None)
+
+    at_once = h.call("POST", rotate, json={"overlap_s": 0}).get_json()
+    assert at_once["previous_secret_signs_until"] is None
+    h.create("then", target_ring_at=t0 + 61_000)
+    h.ring_at(t0 + 61_000)
+    then = receiver.wait_for(3)[2]
+    assert len(then.headers["webhook-signature"].split(" ")) == 1
+    assert verify_webhook(at_once["webhook_secret"], then.headers, then.body)
 
 
 def test_private_targets_are_refused_unless_the_server_allows_them(
@@ -362,7 +406,7 @@ def test_the_sdk_configures_the_channel_and_reads_and_rotates_the_secret(
         assert (configured.channel, configured.webhook_url) == ("webhook", receiver.url())
         assert configured.webhook_secret_set and configured.settings["channel"] == "webhook"
         first = client.webhook_secret("hooks")
-        rotated = client.webhook_secret("hooks", rotate=True)
+        rotated = client.webhook_secret("hooks", rotate=True, overlap_s=0)
         assert first and rotated and first != rotated == client.webhook_secret("hooks")
         with pytest.raises(ClientValidationError) as refused:
             client.configure("hooks", channel="carrier-pigeon")
@@ -371,6 +415,8 @@ def test_the_sdk_configures_the_channel_and_reads_and_rotates_the_secret(
     h.ring_at(t0 + 1_000)
     [call] = receiver.wait_for(1)
     assert verify_webhook(rotated, call.headers, call.body)["business_id"] == "order-8"
+    with pytest.raises(WebhookVerificationError):  # rotated with no overlap: it stopped at once
+        verify_webhook(first, call.headers, call.body)
 
 
 def test_calls_never_started_are_given_back_pending_and_due_now(store: AlarmStore):

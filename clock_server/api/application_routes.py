@@ -13,7 +13,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from clock_server.api import application_validation, validation
 from clock_server.api.access import authorize_admin
-from clock_server.api.routes import services
+from clock_server.api.routes import optional_json_body, services
 from clock_server.api.services import Services
 from clock_server.delivery.secrets import new_secret
 from clock_server.errors import PayloadTooLarge
@@ -85,19 +85,37 @@ def get_webhook_secret(application: str) -> Response:
     """The secret that signs the application's webhooks (null before it has one)."""
     svc = _admin()
     validation.check_application(application)
-    policy = svc.applications.get(application)
-    return jsonify({"application": application, "webhook_secret": policy.webhook_secret})
+    return jsonify(_secret_json(svc.applications.get(application), svc.clock.now_ms()))
 
 
 @applications.post("/v1/applications/<application>/webhook-secret")
 def rotate_webhook_secret(application: str) -> Response:
-    """A new secret for the application's webhooks; the old one stops signing within
-    CLOCK_APPLICATION_REFRESH_S on every server."""
+    """A new secret for the application's webhooks. The one it replaces goes on signing beside
+    it for `overlap_s` (a day unless given), so that receivers can move over without
+    rejecting a call; every server signs with the new one within CLOCK_APPLICATION_REFRESH_S."""
     svc = _admin()
     validation.check_application(application)
-    stored = svc.applications.set_secret(application, new_secret(), svc.clock.now_ms())
+    overlap_ms = application_validation.rotation_overlap_ms(
+        optional_json_body(BODY_MAX_BYTES, "16 KiB")
+    )
+    now_ms = svc.clock.now_ms()
+    until_ms = now_ms + overlap_ms if overlap_ms > 0 else None
+    stored = svc.applications.set_secret(
+        application, new_secret(), now_ms, previous_until_ms=until_ms
+    )
     svc.policies.remember(stored)
-    return jsonify({"application": application, "webhook_secret": stored.webhook_secret})
+    return jsonify(_secret_json(stored, now_ms))
+
+
+def _secret_json(policy: ApplicationPolicy, now_ms: int) -> dict[str, Any]:
+    """The secret, and until when the one it replaced still signs (null: it does not)."""
+    until = policy.webhook_previous_secret_until
+    overlapping = len(policy.signing_secrets(now_ms)) > 1
+    return {
+        "application": policy.name,
+        "webhook_secret": policy.webhook_secret,
+        "previous_secret_signs_until": until if overlapping else None,
+    }
 
 
 def _with_secret_if_webhook(policy: ApplicationPolicy) -> ApplicationPolicy:

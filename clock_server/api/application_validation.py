@@ -3,7 +3,7 @@ or a 400 that names the field."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
@@ -20,6 +20,7 @@ RATE_MIN, RATE_MAX = 0.000_001, 1_000_000.0  # alarms per second
 RETRY_MIN_S, RETRY_MAX_S = 0.001, 1_000_000.0  # a millisecond to about 11.5 days
 RETENTION_MIN_DAYS, RETENTION_MAX_DAYS = 0.000_001, 36_500.0  # 86 ms to a century
 
+Model = TypeVar("Model", bound=BaseModel)
 Rate = Annotated[float, Field(ge=RATE_MIN, le=RATE_MAX)]
 Burst = Annotated[int, Field(ge=1, le=INT_MAX)]
 RetrySeconds = Annotated[float, Field(ge=RETRY_MIN_S, le=RETRY_MAX_S)]
@@ -130,14 +131,36 @@ def check_policy(policy: ApplicationPolicy, given: set[str]) -> None:
         )
 
 
-def _validate(data: dict[str, Any], allow_private: bool) -> ApplicationSettings:
+# How long, after a rotation, the secret it replaced goes on signing beside the new one.
+OVERLAP_DEFAULT_S = 86_400
+OVERLAP_MAX_S = 7 * 86_400
+
+
+class SecretRotation(BaseModel):
+    """POST /v1/applications/{application}/webhook-secret."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    overlap_s: Annotated[float, Field(ge=0, le=OVERLAP_MAX_S)] = OVERLAP_DEFAULT_S
+
+
+def rotation_overlap_ms(data: dict[str, Any]) -> int:
+    """How long the replaced secret still signs, in ms; 0: it stops at once."""
+    return int(_model(SecretRotation, data).overlap_s * 1000)
+
+
+def _model(model: type[Model], data: dict[str, Any]) -> Model:
     try:
-        body = ApplicationSettings.model_validate(data)
+        return model.model_validate(data)
     except PydanticError as error:
         first = error.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or None
         message = f"{field}: {first['msg']}" if field else first["msg"]
         raise ValidationError(message, field=field) from None
+
+
+def _validate(data: dict[str, Any], allow_private: bool) -> ApplicationSettings:
+    body = _model(ApplicationSettings, data)
     if body.webhook_url is not None:
         body.webhook_url = check_target(body.webhook_url, allow_private)
     return body

@@ -9,7 +9,7 @@ class WebhookRequest(NamedTuple):
     """One attempt at delivering one message to one application's URL."""
 
     url: str
-    secret: str  # "whsec_" + base64
+    secrets: tuple[str, ...]  # "whsec_" + base64 each; the body is signed with every one
     message_id: str  # sent as webhook-id, the same on every attempt
     body: bytes  # JSON, UTF-8
     attempt: int  # 1 for the first try; sent as the clock-attempt header

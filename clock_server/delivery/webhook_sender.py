@@ -156,10 +156,12 @@ class HttpWebhookSender:
 
     def _headers(self, request: WebhookRequest) -> dict[str, str]:
         timestamp = math.floor(request.sent_at_s)
-        signature = Webhook(request.secret).sign(
-            request.message_id,
-            datetime.fromtimestamp(timestamp, UTC),
-            request.body.decode("utf-8"),
+        sent_at = datetime.fromtimestamp(timestamp, UTC)
+        body = request.body.decode("utf-8")
+        # Standard Webhooks: space-separated signatures, any one of which verifies the call
+        # (during a secret rotation, one with the new secret and one with the old).
+        signature = " ".join(
+            Webhook(secret).sign(request.message_id, sent_at, body) for secret in request.secrets
         )
         return {
             "content-type": "application/json",

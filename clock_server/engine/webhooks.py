@@ -153,12 +153,13 @@ class WebhookDispatcher:
         if row.latest_ring_at is not None and row.latest_ring_at < now_ms:
             self.recorder.add(Answer(call, now_ms, None))
             return
-        if policy.webhook_url is None or policy.webhook_secret is None:
+        secrets = policy.signing_secrets(now_ms)
+        if policy.webhook_url is None or not secrets:
             outcome = WebhookOutcome(False, None, "no webhook_url or secret configured", None)
         else:
             request = WebhookRequest(
                 url=policy.webhook_url,
-                secret=policy.webhook_secret,
+                secrets=secrets,
                 message_id=str(row.id),
                 body=message_of(row, now_ms).body,
                 attempt=row.retry_times + 1,

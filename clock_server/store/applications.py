@@ -101,18 +101,37 @@ class SqlApplicationRegistry:
             return _policy(conn.execute(query).one()._mapping)
 
     def set_secret(
-        self, name: str, secret: str, now_ms: int, only_if_unset: bool = False
+        self,
+        name: str,
+        secret: str,
+        now_ms: int,
+        only_if_unset: bool = False,
+        previous_until_ms: int | None = None,
     ) -> ApplicationPolicy:
         """Set the secret that signs the application's webhooks (with `only_if_unset`, only
-        when it has none, so two first settings agree). NotFound when it is not registered."""
+        when it has none, so two first settings agree). With `previous_until_ms`, the secret
+        it replaces goes on signing beside it until then; without, it stops at once.
+        NotFound when it is not registered."""
         c = application_table.c
-        conditions = [c.name == name] + ([c.webhook_secret.is_(None)] if only_if_unset else [])
+        query = select(c.webhook_secret).where(c.name == name)
+        locked = query.with_for_update() if self.store.caps.row_locks else query
         with translate_errors(), self.store.engine.begin() as conn:
-            conn.execute(
-                update(application_table)
-                .where(*conditions)
-                .values(webhook_secret=secret, updated_at=now_ms)
-            )
+            row = conn.execute(locked).first()
+            if row is None:
+                raise NotFound(f"no application {name!r} is registered")
+            current = row[0]
+            if not (only_if_unset and current is not None):
+                keep = previous_until_ms is not None and current is not None
+                conn.execute(
+                    update(application_table)
+                    .where(c.name == name)
+                    .values(
+                        webhook_secret=secret,
+                        webhook_previous_secret=current if keep else None,
+                        webhook_previous_secret_until=previous_until_ms if keep else None,
+                        updated_at=now_ms,
+                    )
+                )
         return self.get(name)
 
     def counts(self, now_ms: int, name: str | None = None) -> dict[str, ApplicationCounts]:

@@ -141,6 +141,9 @@ application_table = Table(
     Column("webhook_timeout_s", Double, nullable=True),
     Column("webhook_max_in_flight", Integer, nullable=True),
     Column("pull_visibility_s", Double, nullable=True),
+    # The secret a rotation replaced, still signing beside the new one until this (epoch ms).
+    Column("webhook_previous_secret", String(128), nullable=True),
+    Column("webhook_previous_secret_until", BigInteger, nullable=True),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )
