@@ -349,3 +349,44 @@ def test_the_detail_of_a_count_triggered_alarm_shows_its_count(page: Page, serve
     expect(page.locator("#history tr[data-kind=count_reached] td").nth(3)).to_have_text(
         "count 3 of 3"
     )
+
+
+def test_the_channel_of_an_application_is_edited_in_its_form(page: Page, server: ConsoleServer):
+    server.api("PUT", "/v1/applications/feeds", json={"retry_max": 2})
+    login(page, server, where="#applications")
+    feeds = page.locator("#application-table tr[data-application=feeds]")
+    expect(feeds.locator("td[data-setting=channel]")).to_have_text("amqp")
+    feeds.get_by_role("button", name="Edit").click()
+    page.select_option("#edit-application select[name=channel]", "webhook")
+    page.click("#edit-application button[type=submit]")
+    confirm(page)
+    expect(page.locator("#flash")).to_contain_text("Not saved:")
+    expect(page.locator("#flash")).to_contain_text("webhook_url")
+    assert server.api("GET", "/v1/applications/feeds")["channel"] == "amqp"
+
+    # An address, not a name: nothing is looked up, and no alarm of feeds falls due.
+    page.fill("#edit-application input[name=webhook_url]", "https://93.184.215.14/clock")
+    page.fill("#edit-application input[name=webhook_max_in_flight]", "4")
+    page.click("#edit-application button[type=submit]")
+    expect(page.locator("#confirm-extra")).to_contain_text("channel: amqp → webhook")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Saved the settings of feeds.")
+    expect(feeds.locator("td[data-setting=channel]")).to_have_text("webhook")
+    stored = server.api("GET", "/v1/applications/feeds")
+    assert (stored["webhook_url"], stored["webhook_max_in_flight"]) == (
+        "https://93.184.215.14/clock", 4,
+    )  # fmt: skip
+    assert stored["webhook_secret_set"] and stored["retry_max"] == 2
+
+    feeds.get_by_role("button", name="Edit").click()
+    expect(page.locator("#edit-application input[name=webhook_url]")).to_have_value(
+        "https://93.184.215.14/clock"
+    )
+    page.select_option("#edit-application select[name=channel]", "pull")
+    page.fill("#edit-application input[name=pull_visibility_s]", "90")
+    page.click("#edit-application button[type=submit]")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Saved the settings of feeds.")
+    expect(feeds.locator("td[data-setting=channel]")).to_have_text("pull")
+    stored = server.api("GET", "/v1/applications/feeds")
+    assert (stored["channel"], stored["pull_visibility_s"]) == ("pull", 90)

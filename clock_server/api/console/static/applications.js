@@ -1,4 +1,5 @@
-// Applications: each one's settings and limits, its live counts, and a form to change them.
+// Applications: each one's settings, limits and channel, its live counts, and a form to
+// change them.
 
 import { call, readOnly } from "./api.js";
 import { clearFlash, confirmAction, flash } from "./confirm.js";
@@ -16,6 +17,15 @@ const SETTINGS = [
   ["default_cutoff_ms", "default cutoff (ms)"],
   ["retention_days", "retention (days)"],
 ];
+const CHANNELS = ["amqp", "webhook", "pull"];
+// In the form only: the channel's own settings (the table shows the channel).
+const CHANNEL_SETTINGS = [
+  ["webhook_url", "webhook URL", "url"],
+  ["webhook_timeout_s", "webhook timeout (s)", "number"],
+  ["webhook_max_in_flight", "webhook calls at once", "number"],
+  ["pull_visibility_s", "pull visibility (s)", "number"],
+];
+const EDITABLE = [...SETTINGS.map(([name]) => name), "channel", ...CHANNEL_SETTINGS.map(([name]) => name)];
 
 export async function applicationsPage(rerender) {
   // Settings without exact counts (seconds over millions of alarms); the overview's capped
@@ -38,6 +48,7 @@ export async function applicationsPage(rerender) {
       count(app.name, "pending"),
       count(app.name, "dead"),
       SETTINGS.map(([name]) => el("td", { class: "num", dataset: { setting: name } }, app[name] === null ? "–" : String(app[name]))),
+      el("td", { dataset: { setting: "channel" } }, app.channel),
       el(
         "td",
         {},
@@ -50,22 +61,29 @@ export async function applicationsPage(rerender) {
     { id: "applications" },
     el("h1", {}, "Applications"),
     el("p", { class: "muted" }, "A dash is no limit, or the server's default. Changes reach every server within a few seconds."),
-    table(["application", "pending", "dead", ...SETTINGS.map(([, label]) => label), ""], rows, { id: "application-table" }),
+    table(["application", "pending", "dead", ...SETTINGS.map(([, label]) => label), "channel", ""], rows, { id: "application-table" }),
     editor,
   );
 }
 
 function form(app, rerender) {
-  const inputs = Object.fromEntries(
-    SETTINGS.map(([name]) => [name, el("input", { name, type: "number", step: "any", min: "0", value: app[name] === null ? "" : String(app[name]) })]),
-  );
+  const shown = (name) => (app[name] === null || app[name] === undefined ? "" : String(app[name]));
+  const inputs = Object.fromEntries([
+    ...SETTINGS.map(([name]) => [name, el("input", { name, type: "number", step: "any", min: "0", value: shown(name) })]),
+    ["channel", el("select", { name: "channel" }, CHANNELS.map((c) => el("option", { value: c, selected: c === app.channel }, c)))],
+    ...CHANNEL_SETTINGS.map(([name, , type]) => [name, type === "url" ? el("input", { name, type: "text", size: "40", value: shown(name) }) : el("input", { name, type, step: "any", min: "0", value: shown(name) })]),
+  ]);
+  const value = (name) => {
+    const raw = inputs[name].value.trim();
+    if (name === "channel" || name === "webhook_url") return raw === "" ? null : raw;
+    return raw === "" ? null : Number(raw);
+  };
   const save = async (event) => {
     event.preventDefault();
     const changes = {};
-    for (const [name] of SETTINGS) {
-      const raw = inputs[name].value.trim();
-      const value = raw === "" ? null : Number(raw);
-      if (value !== app[name]) changes[name] = value;
+    for (const name of EDITABLE) {
+      const given = value(name);
+      if (given !== (app[name] ?? null)) changes[name] = given;
     }
     if (!Object.keys(changes).length) {
       flash("Nothing changed.");
@@ -77,7 +95,7 @@ function form(app, rerender) {
     try {
       const path = `/v1/applications/${encodeURIComponent(app.name)}?counts=false`;
       if (app.registered) await call("PATCH", path, changes);
-      else await call("PUT", path, Object.fromEntries(SETTINGS.map(([n]) => [n, n in changes ? changes[n] : app[n]])));
+      else await call("PUT", path, Object.fromEntries(EDITABLE.map((n) => [n, n in changes ? changes[n] : app[n]])));
       await rerender();
       flash(`Saved the settings of ${app.name}.`);
     } catch (error) {
@@ -90,6 +108,8 @@ function form(app, rerender) {
     { class: "filters", id: "edit-application", on: { submit: save } },
     el("h2", {}, `Settings of ${app.name}`),
     SETTINGS.map(([name, label]) => el("label", {}, label, inputs[name])),
+    el("label", {}, "channel", inputs.channel),
+    CHANNEL_SETTINGS.map(([name, label]) => el("label", {}, label, inputs[name])),
     el("button", { type: "submit", class: "primary write", disabled: readOnly() }, "Save"),
   );
 }
