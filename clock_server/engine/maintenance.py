@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -40,31 +41,17 @@ class Maintenance:
 
     def start(self) -> None:
         self._scheduler = BackgroundScheduler(daemon=True)
-        self._scheduler.add_job(
-            self.measure_backlog,
-            "interval",
-            seconds=self.interval_s,
-            id="measure_backlog",
-            max_instances=1,
-            coalesce=True,
-        )
+        jobs: list[tuple[Callable[[], object], float, str]] = [
+            (self.measure_backlog, self.interval_s, "measure_backlog")
+        ]
         if self.requeue is not None:
-            self._scheduler.add_job(
-                self.requeue_left_pull,
-                "interval",
-                seconds=self.interval_s,
-                id="requeue_left_pull",
-                max_instances=1,
-                coalesce=True,
-            )
+            jobs.append((self.requeue_left_pull, self.interval_s, "requeue_left_pull"))
         if self.purge is not None:
+            jobs.append((self.purge_finished, self.purge.interval_s, PURGE_JOB))
+        for job, seconds, name in jobs:
+            # One run at a time; runs missed while one was running are not made up.
             self._scheduler.add_job(
-                self.purge_finished,
-                "interval",
-                seconds=self.purge.interval_s,
-                id=PURGE_JOB,
-                max_instances=1,
-                coalesce=True,
+                job, "interval", seconds=seconds, id=name, max_instances=1, coalesce=True
             )
         self._scheduler.start()
 
