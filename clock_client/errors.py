@@ -73,7 +73,8 @@ class Conflict(ClockError):
 
 
 class RateLimited(ClockError):
-    """The application is over its creation rate (429 ``rate_limited``); nothing was stored.
+    """Over a limit (429 ``rate_limited``): the application's creation rate, and nothing was
+    stored; or, for a pull with ``wait_s``, the pulls the server lets wait at once.
 
     ``retry_after_s`` is how many seconds to wait before trying again, from the
     ``Retry-After`` header or the error body (None if the server gave neither).

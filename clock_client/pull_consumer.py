@@ -7,7 +7,7 @@ import threading
 
 from .client import ClockClient
 from .consumer import Handler
-from .errors import ClockError, Unavailable
+from .errors import ClockError, RateLimited, Unavailable
 from .models import PulledMessage
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,9 @@ class PullConsumer:
                                self.application, error, backoff_s)  # fmt: skip
                 self._stopping.wait(backoff_s)
                 backoff_s = min(backoff_s * 2, _LAST_BACKOFF_S)
+                continue
+            except RateLimited as error:  # as many pulls wait in the server as it lets
+                self._stopping.wait(error.retry_after_s or _FIRST_BACKOFF_S)
                 continue
             backoff_s = _FIRST_BACKOFF_S
         logger.info("pull consumer of %s stopped", self.application)

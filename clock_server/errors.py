@@ -59,8 +59,8 @@ class Conflict(ClockError):
 
 
 class RateLimited(ClockError):
-    """The application is over its creation rate; nothing was stored. Try again in
-    `retry_after_s` seconds."""
+    """Over a limit: the application's creation rate (nothing was stored), or the pulls a
+    web process lets wait at once. Try again in `retry_after_s` seconds."""
 
     code = "rate_limited"
 

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import delete
 
 from clock_server.api import Services, create_app
+from clock_server.api.long_polls import LongPollSlots
 from clock_server.api.tokens import load_tokens
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
@@ -361,6 +362,39 @@ def test_messages_left_by_a_move_to_another_channel_ring_there(harness: Harness)
     assert (h.alarm("ready")["status"], h.alarm("leased")["status"]) == ("rung", "rung")
     assert h.alarm("waiting")["status"] == "pending"  # never handed to pullers: untouched
     assert waiting_id not in {int(m.message_id) for m in h.publisher.published}
+
+
+def test_long_polls_wait_a_few_at_a_time_and_the_next_is_told_to_come_back(
+    harness: Harness,
+):
+    h = harness
+    # As with CLOCK_HTTP_THREADS=8: two wait at once, one of each application.
+    slots = h.app.extensions["clock"].long_polls = LongPollSlots(8)
+    h.registry.put(ApplicationPolicy(name="other", channel="pull"), h.clock.now_ms())
+    answers: list[Any] = []
+    first = h.app.test_client()
+    headers = {"Authorization": f"Bearer {JOBS}"}
+    url = f"/v1/applications/{APP}/pull"
+    waiter = threading.Thread(
+        target=lambda: answers.append(first.post(url, json={"wait_s": 1.5}, headers=headers))
+    )
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while slots.in_use == 0:
+        assert time.monotonic() < deadline, "the first pull never waited"
+        time.sleep(0.01)
+
+    refused = h.pull(wait_s=1)
+    assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+    error = refused.get_json()["error"]
+    assert (error["code"], error["field"]) == ("rate_limited", "wait_s")
+    assert h.pull(wait_s=0).status_code == 200  # a pull that does not wait is never refused
+    other = h.pull(token=OTHER, application="other", wait_s=0.05)
+    assert other.status_code == 200 and other.get_json() == {"messages": []}
+
+    waiter.join(5)
+    assert [a.status_code for a in answers] == [200] and slots.in_use == 0
+    assert h.pull(wait_s=0.05).status_code == 200
 
 
 def test_pull_needs_the_pull_channel(harness: Harness):

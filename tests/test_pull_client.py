@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -17,8 +18,10 @@ from clock_client import (
     Forbidden,
     PullConsumer,
     PulledMessage,
+    RateLimited,
     ValidationError,
 )
+from clock_server.api.long_polls import LongPollSlots
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import SettableClock
 from tests.support import free_port, serve_wsgi
@@ -156,6 +159,36 @@ def test_the_consumer_stops_from_another_thread_while_the_server_is_away():
     with pytest.raises(RuntimeError):
         consumer.run()
     client.close()
+
+
+def test_the_consumer_comes_back_when_too_many_pulls_wait(harness: Harness, server: str):
+    h = harness
+    slots = h.app.extensions["clock"].long_polls = LongPollSlots(4)  # one pull waits at once
+    refusals: list[RateLimited] = []
+    handled: list[AlarmMessage] = []
+    with ClockClient(server, token=JOBS, retries=0) as client:
+        pull = client.pull
+
+        def recording(*args: Any, **kwargs: Any) -> list[PulledMessage]:
+            try:
+                return pull(*args, **kwargs)
+            except RateLimited as refused:
+                refusals.append(refused)
+                raise
+
+        client.pull = recording  # type: ignore[method-assign]
+        consumer = PullConsumer(client, APP, handled.append, wait_s=0.2)
+        thread = threading.Thread(target=consumer.run)
+        with slots.waiting(APP):  # another pull of jobs waits meanwhile
+            thread.start()
+            until(lambda: bool(refusals))
+        assert refusals[0].retry_after_s == 1
+        [alarm_id] = ready(h, "a")
+        until(lambda: bool(handled))
+        consumer.stop()
+        thread.join(5)
+    assert [m.id for m in handled] == [alarm_id]
+    assert h.alarm("a")["status"] == "rung"
 
 
 def test_the_consumer_ends_on_an_answer_trying_again_cannot_change(harness: Harness, server: str):

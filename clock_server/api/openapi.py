@@ -734,7 +734,7 @@ def openapi_document() -> dict[str, Any]:
     paths.update(_action_paths())
     paths["/v1/alarms/{application}/{business_id}/count"] = _count_path()
     paths["/v1/overview"] = overview_path(_admin_errors(401, 403, 503))
-    paths.update(pull_paths(_errors(400, 401, 403, 413, 503)))
+    paths.update(pull_paths(_errors(400, 401, 403, 413, 503), _errors(429)["429"]))
     paths["/v1/applications/{application}/webhook-secret"] = webhook_secret_path(
         _APPLICATION_PARAMS, _admin_errors(400, 401, 403, 404, 503)
     )

@@ -132,9 +132,9 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def pull_paths(errors: dict[str, Any]) -> dict[str, Any]:
+def pull_paths(errors: dict[str, Any], too_many: dict[str, Any]) -> dict[str, Any]:
     """The path items of pull and ack; `errors` are the document's error responses for them
-    (400, 401, 403, 413, 503)."""
+    (400, 401, 403, 413, 503), `too_many` its 429 with Retry-After."""
     parameters = [
         {
             "name": "application",
@@ -155,6 +155,12 @@ def pull_paths(errors: dict[str, Any]) -> dict[str, Any]:
                 "responses": {
                     "200": {"description": "the messages leased, maybe none", **_json(_PULLED)},
                     "409": _NOT_PULL,
+                    "429": {
+                        **too_many,
+                        "description": "as many pulls wait in this web process as it lets wait "
+                        "at once (a quarter of CLOCK_HTTP_THREADS, half of that for one "
+                        "application); pull again after Retry-After",
+                    },
                     **errors,
                 },
             },

@@ -5,7 +5,9 @@ both; its OpenAPI entries are in api/pull_openapi.py."""
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from flask import Blueprint, Response, jsonify
@@ -52,7 +54,8 @@ class AckBody(BaseModel):
 def pull(application: str) -> Response:
     """Lease up to `max` of the application's ready messages; when none is ready, look again
     every CLOCK_PULL_POLL_MS until `wait_s` has passed, and answer as soon as any is leased.
-    No database connection is held while waiting."""
+    No database connection is held while waiting; a bounded number of pulls wait at once
+    (api.long_polls), the next gets 429 with Retry-After."""
     svc = services()
     check_application(application)
     authorize(application)
@@ -63,20 +66,15 @@ def pull(application: str) -> Response:
     if visibility_s is None:
         visibility_s = svc.settings.pull_visibility_s
     retry_max = policy.retry_max if policy.retry_max is not None else svc.settings.retry_max
-    give_up_at = time.monotonic() + body.wait_s
-    while True:
-        leased = queue.lease(
-            application,
-            body.max,
-            svc.clock.now_ms(),
-            int(visibility_s * 1000),
-            RetryLimits(retry_max),
-        )
-        _count(svc.metrics, application, leased)
-        left_s = give_up_at - time.monotonic()
-        if leased.messages or left_s <= 0:
-            break
-        time.sleep(min(svc.settings.pull_poll_ms / 1000, left_s))
+    lease = functools.partial(
+        queue.lease, application, body.max, visibility_ms=int(visibility_s * 1000),
+        retry=RetryLimits(retry_max),
+    )  # fmt: skip
+    leased = lease(now_ms=svc.clock.now_ms())
+    _count(svc.metrics, application, leased)
+    if not leased.messages and body.wait_s > 0:
+        with svc.long_polls.waiting(application):
+            leased = _wait_for_messages(svc, application, lease, body.wait_s)
     return jsonify(
         {
             "messages": [
@@ -105,6 +103,22 @@ def ack(application: str) -> Response:
     acked, not_acked = queue.ack(application, [int(i) for i in body.ids], svc.clock.now_ms())
     Metrics.count(svc.metrics.rung, {application: len(acked)})
     return jsonify({"acked": [str(i) for i in acked], "not_acked": [str(i) for i in not_acked]})
+
+
+def _wait_for_messages(
+    svc: Services, application: str, lease: Callable[..., Leased], wait_s: float
+) -> Leased:
+    """Lease again every CLOCK_PULL_POLL_MS until something is leased or `wait_s` passed."""
+    give_up_at = time.monotonic() + wait_s
+    while True:
+        left_s = give_up_at - time.monotonic()
+        if left_s <= 0:
+            return Leased()
+        time.sleep(min(svc.settings.pull_poll_ms / 1000, left_s))
+        leased = lease(now_ms=svc.clock.now_ms())
+        _count(svc.metrics, application, leased)
+        if leased.messages:
+            return leased
 
 
 def _pull_policy(svc: Services, application: str) -> ApplicationPolicy:

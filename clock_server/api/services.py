@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from clock_server.api.admission import Admission
+from clock_server.api.long_polls import LongPollSlots
 from clock_server.api.tokens import TokenTable
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
@@ -97,6 +98,7 @@ class Services:
             int(self.settings.application_refresh_s * 1000),
         )
         self.limiter = SharedRateLimiter(SqlTokenBuckets(self.store))
+        self.long_polls = LongPollSlots(self.settings.http_threads)
         self.admission = Admission(
             self.settings,
             self.store,
