@@ -62,7 +62,7 @@ class SqlClaimStore:
         another start where that one stopped.
         """
         caps = self.store.caps
-        lock = " FOR UPDATE SKIP LOCKED" if caps.skip_locked else " FOR UPDATE" * caps.row_locks
+        lock = caps.skip_locked_suffix
         # Without the hint MariaDB reads a wide range by `status` alone, which cannot start
         # at from_ms.
         index = "ix_clock_application_due" if application else "ix_clock_status_next_try_time"

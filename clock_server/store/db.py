@@ -19,6 +19,15 @@ class Capabilities:
     insert_returning: bool  # INSERT ... RETURNING (MariaDB 10.5, SQLite 3.35; not MySQL)
     index_hints: bool  # FORCE INDEX (MySQL/MariaDB)
 
+    @property
+    def skip_locked_suffix(self) -> str:
+        """Ends a SELECT that locks the rows it takes and passes over rows others hold:
+        SKIP LOCKED where there is one, a plain FOR UPDATE on an older MySQL, nothing on
+        SQLite (whose transaction holds the whole file)."""
+        if self.skip_locked:
+            return " FOR UPDATE SKIP LOCKED"
+        return " FOR UPDATE" if self.row_locks else ""
+
 
 def make_engine(url: str, pool_size: int = 20) -> Engine:
     """An engine for `url`; SQLite gets WAL and BEGIN IMMEDIATE so writers serialize cleanly."""

@@ -50,7 +50,7 @@ class SqlPullRequeue:
 
     def _requeue(self, conn: Connection, application: str, now_ms: int) -> int:
         caps = self.store.caps
-        lock = " FOR UPDATE SKIP LOCKED" if caps.skip_locked else " FOR UPDATE" * caps.row_locks
+        lock = caps.skip_locked_suffix
         hint = " FORCE INDEX (ix_clock_application_due)" if caps.index_hints else ""
         rows = conn.execute(
             text(

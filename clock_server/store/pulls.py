@@ -98,7 +98,7 @@ class SqlPullQueue:
         `retry.max_retries` die; each writes its events. Rows another puller holds locked
         are skipped."""
         caps = self.store.caps
-        lock = " FOR UPDATE SKIP LOCKED" if caps.skip_locked else " FOR UPDATE" * caps.row_locks
+        lock = caps.skip_locked_suffix
         hint = " FORCE INDEX (ix_clock_application_due)" if caps.index_hints else ""
         query = text(
             f"SELECT {RING_COLUMNS} FROM {_TABLE}{hint}"
