@@ -35,7 +35,7 @@ def serve(settings: Settings) -> None:
         settings.port,
         extra={"action": "server_starting"},
     )
-    log.info("settings: %s", settings.describe())
+    log.info("settings: %s", settings.describe(), extra={"action": "server_settings"})
     log_authentication(settings, tokens)
     if settings.web_processes > 1:
         Supervisor(settings).run()
@@ -64,7 +64,8 @@ def _serve_one_process(settings: Settings, tokens: TokenTable) -> None:
         except _Shutdown:  # a signal before the loop ran
             pass
         finally:
-            log.info("shutting down after %.0f s", time.monotonic() - started)
+            log.info("shutting down after %.0f s", time.monotonic() - started,
+                     extra={"action": "server_stopping"})  # fmt: skip
             deadline = signals.deadline_or_new()
             server.close()
             runtime.stop(deadline)
