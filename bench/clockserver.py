@@ -16,6 +16,7 @@ import requests
 from sqlalchemy import create_engine, text
 
 MARIADB_URL = os.environ.get("CLOCK_BENCH_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306")
+ROOT = Path(__file__).resolve().parent.parent
 AMQP_URL = os.environ.get("CLOCK_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 
 
@@ -113,13 +114,32 @@ class BenchServer:
         connection.channel().exchange_delete(self.exchange)
         connection.close()
 
+    @property
+    def code_path(self) -> Path:
+        """Where the server imports clock_server from: the first PYTHONPATH entry (bench.ab's
+        worktree of the revision under test), else this checkout."""
+        first = self.env.get("PYTHONPATH", "").split(os.pathsep)[0]
+        return Path(first).resolve() if first else ROOT
+
     def start(self) -> None:
+        code = self.code_path
+        # The layout by concern moved the entry point; older revisions keep theirs.
+        flat = not (code / "clock_server" / "runtime" / "cli.py").exists()
+        module = "clock_server.cli" if flat else "clock_server.runtime.cli"
+        # Without PYTHONSAFEPATH `python -m` puts the working directory first on sys.path
+        # (in the web processes too), and a harness run from a checkout would start that
+        # checkout's code whatever the revision.
+        self.env["PYTHONSAFEPATH"] = "1"
+        command = [sys.executable]
+        imported = subprocess.run(
+            [*command, "-c", "import clock_server; print(clock_server.__file__)"],
+            env=self.env, capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        if not Path(imported).resolve().is_relative_to(code):
+            raise RuntimeError(f"the server would import {imported}, not the code at {code}")
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "clock_server.runtime.cli"],
-                env=self.env,
-                stdout=log,
-                stderr=log,
+                [*command, "-m", module], env=self.env, stdout=log, stderr=log
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
