@@ -2,6 +2,10 @@
 
     python -m bench.ab --old f78438a --scenario steady --rate 1000 --seconds 30 --pairs 3
     python -m bench.ab --old f78438a --scenario burst --alarms 100000 --pairs 2
+    python -m bench.ab --old fa9f889 --between 9b96a59,f54a94d --new HEAD --scenario burst
+
+With --between, more revisions join the rotation (old, each of them, new; reversed every
+other round), to find which commit moved a figure.
 
 The old revision is checked out into a temporary git worktree and its server runs from there
 (PYTHONPATH first); the new one is this checkout, or another worktree with --new REV (so that
@@ -83,29 +87,36 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--alarms", type=int, default=100_000)
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument(
+        "--between",
+        default="",
+        help="more revisions, comma-separated, run in the same rotation (to bisect a change)",
+    )
     args = parser.parse_args()
     figures = STEADY_FIGURES if args.scenario == "steady" else BURST_FIGURES
-    results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
-    new_tree = worktree(args.new) if args.new else contextlib.nullcontext(None)
-    with (
-        worktree(args.old) as old_path,
-        new_tree as new_path,
-        tempfile.TemporaryDirectory() as work,
-    ):
+    between = [rev for rev in args.between.split(",") if rev]
+    labels = ["old", *between, "new"]
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    with contextlib.ExitStack() as stack:
+        paths: dict[str, Path | None] = {
+            label: stack.enter_context(worktree(rev))
+            for label, rev in zip(labels, [args.old, *between], strict=False)
+        }
+        paths["new"] = stack.enter_context(worktree(args.new)) if args.new else None
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         for pair in range(args.pairs):
-            order = ("old", "new") if pair % 2 == 0 else ("new", "old")
-            for side in order:
-                with code_from(old_path if side == "old" else new_path):
+            for side in labels if pair % 2 == 0 else labels[::-1]:
+                with code_from(paths[side]):
                     if args.scenario == "steady":
-                        result = scenarios.steady(Path(work), args.rate, args.seconds)
+                        result = scenarios.steady(work, args.rate, args.seconds)
                     else:
-                        result = scenarios.burst(Path(work), args.alarms)
+                        result = scenarios.burst(work, args.alarms)
                 results[side].append(result)
                 shown = ", ".join(f"{name} {figure(result, path)}" for name, path in figures)
                 print(f"[ab] pair {pair + 1} {side}: {shown}", flush=True)
     for name, path in figures:
         line = []
-        for side in ("old", "new"):
+        for side in labels:
             values = [v for r in results[side] if (v := figure(r, path)) is not None]
             median = statistics.median(values) if values else float("nan")
             line.append(f"{side} {median:.1f} {[round(v, 1) for v in values]}")
