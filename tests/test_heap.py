@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,8 +50,10 @@ def test_pop_due_takes_only_due_claims_earliest_first(items, now_ms, limit):
     due = sorted(c for c in items if c.due_ms <= now_ms)
     assert taken == due[:limit]
     assert all(c.due_ms <= now_ms for c in taken)
+    held_per_application = heap.held_per_application()
     rest = heap.drain()
     assert sorted(rest + taken) == sorted(items)
+    assert held_per_application == dict(Counter(c.application for c in rest))
 
 
 def test_push_reports_when_the_head_moves_earlier():
@@ -76,8 +80,10 @@ def test_pop_due_shares_a_backlog_between_applications(items, now_ms, limit):
     taken = heap.pop_due(now_ms, limit)
     due = sorted(c for c in items if c.due_ms <= now_ms)
     assert len(taken) == min(len(due), limit)
+    held_per_application = heap.held_per_application()
     rest = heap.drain()
     assert sorted(rest + taken) == sorted(items)
+    assert held_per_application == dict(Counter(c.application for c in rest))
     if len(due) <= limit:
         assert taken == due
         return

@@ -87,11 +87,9 @@ class ClaimHeap:
         with self._lock:
             due = self._items.bisect_right(bound)
             if due <= limit and not caps:
-                taken = list(self._items.islice(0, due))
-                del self._items[:due]
-                for claim in taken:
-                    self._forget(claim)
-                return taken
+                return self._pop_first(due)
+            if len(self._by_app) == 1 and not caps:  # one application: its list is the heap
+                return self._pop_first(limit)
             taken = []
             due_per_app = self._due_per_app(bound)
             if caps:
@@ -144,6 +142,21 @@ class ClaimHeap:
             taken = list(self._items)
             self._items.clear()
             self._by_app.clear()
+        return taken
+
+    def _pop_first(self, count: int) -> list[Claim]:
+        """Remove and return the `count` earliest claims. Each application's among them are
+        the start of its own list, so they leave it as one slice, not one search each."""
+        taken = list(self._items.islice(0, count))
+        del self._items[:count]
+        per_app: dict[str, int] = {}
+        for claim in taken:
+            per_app[claim.application] = per_app.get(claim.application, 0) + 1
+        for application, taken_of_app in per_app.items():
+            own = self._by_app[application]
+            del own[:taken_of_app]
+            if not own:
+                del self._by_app[application]
         return taken
 
     def _app_list(self, application: str) -> SortedList:
