@@ -84,14 +84,22 @@ class SteadyLoad:
 
 
 def _bulk(
-    base_url: str, application: str, first: int, last: int, target_ms: int, batch: int, result
+    base_url: str,
+    application: str,
+    first: int,
+    last: int,
+    target_ms: int,
+    batch: int,
+    result,
+    per_alarm_ms: float | None = None,
 ) -> None:  # type: ignore[no-untyped-def]
     session = requests.Session()
     created = failed = 0
     for start in range(first, last, batch):
         items = [
             {"application": application, "business_id": f"u{i}", "payload": "x" * 64,
-             "target_ring_at": target_ms + (i % 1_000)}
+             "target_ring_at": target_ms + (i % 1_000 if per_alarm_ms is None
+                                            else int(i * per_alarm_ms))}
             for i in range(start, min(start + batch, last))
         ]  # fmt: skip
         response = session.post(f"{base_url}/v1/alarms/batch", json={"alarms": items}, timeout=120)
@@ -109,15 +117,18 @@ def bulk_create(
     target_ms: int,
     processes: int = 4,
     batch: int = 1_000,
+    per_alarm_ms: float | None = None,
 ) -> dict:  # type: ignore[type-arg]
-    """Create `count` alarms due within the second starting at `target_ms`, through the batch
-    API from `processes` concurrent clients; returns created, failed and alarms per second."""
+    """Create `count` alarms due within the second starting at `target_ms` (or, with
+    `per_alarm_ms`, one every that many ms from `target_ms`), through the batch API from
+    `processes` concurrent clients; returns created, failed and alarms per second."""
     context = multiprocessing.get_context("spawn")
     result = context.Queue()
     share = -(-count // processes)
     workers = [
         context.Process(target=_bulk, args=(base_url, application, p * share,
-                        min(count, (p + 1) * share), target_ms, batch, result), daemon=True)
+                        min(count, (p + 1) * share), target_ms, batch, result, per_alarm_ms),
+                        daemon=True)
         for p in range(processes)
     ]  # fmt: skip
     started = time.monotonic()

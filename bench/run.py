@@ -106,9 +106,13 @@ def main() -> None:
             },
         )
     if "steady" in chosen:
-        for rate in (1_000, 5_000, 10_000):
+        for rate in (1_000, 5_000):
             raw[f"steady_{rate}"] = repeat(runs, f"steady {rate}/s", lambda rate=rate: scenarios.steady(
                 workdir, rate, sizes["steady_s"], **server))  # fmt: skip
+        # Creating 10,000 a second while ringing them fills both cores with the load
+        # generator and the web workers: the alarms are created beforehand instead.
+        raw["steady_10000"] = repeat(runs, "steady 10,000/s", lambda: scenarios.steady_precreated(
+            workdir, 10_000, sizes["steady_s"], **server))  # fmt: skip
     if "burst" in chosen:
         raw["burst"] = repeat(
             runs, "burst", lambda: scenarios.burst(workdir, sizes["burst"], **server)

@@ -29,6 +29,51 @@ def steady(
         return _steady_on(server, workdir, rate, duration_s, with_api_load)
 
 
+def steady_precreated(
+    workdir: Path,
+    rate: float,
+    duration_s: float,
+    insert_rate_guess: float = 8_000,
+    **server_settings: str,
+) -> dict:
+    """Scenario 1 at a rate this machine cannot also create at while ringing it: rate x
+    duration_s alarms due one every 1/rate s, created beforehand through the batch API, so
+    that the ring path alone has to hold the rate. `load` holds the rate the rings reached:
+    the alarms over the time from the first one's due time to the last ring."""
+    application = f"steady{uuid.uuid4().hex[:6]}"
+    count = int(rate * duration_s)
+    with BenchServer(workdir, **server_settings) as server:
+        collector = Collector(server.exchange, application, workdir).start()
+        target_ms = int(time.time() * 1000) + int(count / insert_rate_guess * 1000) + 15_000
+        insert = bulk_create(
+            server.base_url, application, count, target_ms, per_alarm_ms=1000 / rate
+        )
+        late_insert_ms = int(time.time() * 1000) - target_ms
+        time.sleep(max(0.0, -late_insert_ms / 1000))
+        cpu_before = _cpu_s(server)
+        deadline = time.monotonic() + duration_s + 10 + SETTLE_S
+        while collector.count() < insert["created"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)  # late duplicates would arrive here
+        cpu_used = _cpu_per_alarm_us(cpu_before, _cpu_s(server), insert["created"])
+        arrivals = collector.stop()
+        memory = server.memory_mb()
+        rows = server.rung_rows(application)
+    rung_at = [rung for _, _, rung, _ in rows if rung is not None]
+    ring_span_s = (max(rung_at) - target_ms) / 1000 if rung_at else float("nan")
+    return {
+        "rate": rate,
+        "duration_s": duration_s,
+        "precreated": True,
+        "insert": insert,
+        "inserts_finished_before_target": late_insert_ms < 0,
+        "load": {"created": len(rung_at), "elapsed_s": ring_span_s},
+        **_delivery_figures(arrivals, rows, insert["created"]),
+        **cpu_used,
+        **memory,
+    }
+
+
 def scale(workdir: Path, rows: int, rate: float, duration_s: float, **server_settings: str) -> dict:
     """Scenario 3: scenario 1 on an empty table, then `rows` far-future alarms are added to
     the same table and scenario 1 runs again: the pair is measured minutes apart on one server,
