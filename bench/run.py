@@ -3,6 +3,7 @@
     python -m bench.run                 # every scenario, 3 runs each (about an hour)
     python -m bench.run --quick         # smaller figures, 1 run each (about 8 minutes)
     python -m bench.run --only steady,burst --runs 2
+    python -m bench.run --only steady --steady-rates 10000
     python -m bench.run --only noisy,purge,console --tiny
 
 Besides the Results table's scenarios it runs the noisy neighbour (bench.noisy), the
@@ -74,6 +75,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int)
     parser.add_argument("--only", default=",".join(SCENARIOS))
     parser.add_argument("--web-processes", type=int, default=2)
+    parser.add_argument(
+        "--steady-rates", default="1000,5000,10000", help="the steady scenario's rates"
+    )
     args = parser.parse_args()
     if args.summarize:
         finish(json.loads(args.summarize.read_text()))
@@ -106,13 +110,15 @@ def main() -> None:
             },
         )
     if "steady" in chosen:
-        for rate in (1_000, 5_000):
+        rates = {int(rate) for rate in args.steady_rates.split(",")}
+        for rate in sorted(rates & {1_000, 5_000}):
             raw[f"steady_{rate}"] = repeat(runs, f"steady {rate}/s", lambda rate=rate: scenarios.steady(
                 workdir, rate, sizes["steady_s"], **server))  # fmt: skip
         # Creating 10,000 a second while ringing them fills both cores with the load
         # generator and the web workers: the alarms are created beforehand instead.
-        raw["steady_10000"] = repeat(runs, "steady 10,000/s", lambda: scenarios.steady_precreated(
-            workdir, 10_000, sizes["steady_s"], **server))  # fmt: skip
+        if 10_000 in rates:
+            raw["steady_10000"] = repeat(runs, "steady 10,000/s", lambda: scenarios.steady_precreated(
+                workdir, 10_000, sizes["steady_s"], **server))  # fmt: skip
     if "burst" in chosen:
         raw["burst"] = repeat(
             runs, "burst", lambda: scenarios.burst(workdir, sizes["burst"], **server)
