@@ -130,16 +130,15 @@ class BenchServer:
         # (in the web processes too), and a harness run from a checkout would start that
         # checkout's code whatever the revision.
         self.env["PYTHONSAFEPATH"] = "1"
-        command = [sys.executable]
         imported = subprocess.run(
-            [*command, "-c", "import clock_server; print(clock_server.__file__)"],
+            [sys.executable, "-c", "import clock_server; print(clock_server.__file__)"],
             env=self.env, capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         if not Path(imported).resolve().is_relative_to(code):
             raise RuntimeError(f"the server would import {imported}, not the code at {code}")
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [*command, "-m", module], env=self.env, stdout=log, stderr=log
+                [sys.executable, "-m", module], env=self.env, stdout=log, stderr=log
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
