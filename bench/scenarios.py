@@ -44,12 +44,9 @@ def steady_precreated(
     count = int(rate * duration_s)
     with BenchServer(workdir, **server_settings) as server:
         collector = Collector(server.exchange, application, workdir).start()
-        target_ms = int(time.time() * 1000) + int(count / insert_rate_guess * 1000) + 15_000
-        insert = bulk_create(
-            server.base_url, application, count, target_ms, per_alarm_ms=1000 / rate
+        insert, target_ms, late_insert_ms = _created_beforehand(
+            server, application, count, insert_rate_guess, per_alarm_ms=1000 / rate
         )
-        late_insert_ms = int(time.time() * 1000) - target_ms
-        time.sleep(max(0.0, -late_insert_ms / 1000))
         cpu_before = _cpu_s(server)
         _wait_while_delivering(collector, insert["created"], duration_s + 10 + SETTLE_S)
         time.sleep(1.0)  # late duplicates would arrive here
@@ -70,6 +67,23 @@ def steady_precreated(
         **cpu_used,
         **memory,
     }
+
+
+def _created_beforehand(
+    server: BenchServer,
+    application: str,
+    count: int,
+    insert_rate_guess: float,
+    per_alarm_ms: float | None = None,
+) -> tuple[dict, int, int]:  # type: ignore[type-arg]
+    """`count` alarms created through the batch API, the first due 15 s after the inserts
+    should have ended; then waits until it is due. Returns what bulk_create answered, the
+    first due time, and how late the inserts ended after it (negative: in time)."""
+    target_ms = int(time.time() * 1000) + int(count / insert_rate_guess * 1000) + 15_000
+    insert = bulk_create(server.base_url, application, count, target_ms, per_alarm_ms=per_alarm_ms)
+    late_insert_ms = int(time.time() * 1000) - target_ms
+    time.sleep(max(0.0, -late_insert_ms / 1000))
+    return insert, target_ms, late_insert_ms
 
 
 def _wait_while_delivering(collector: Collector, expected: int, at_least_s: float) -> None:
@@ -174,10 +188,9 @@ def burst(
     application = f"burst{uuid.uuid4().hex[:6]}"
     with BenchServer(workdir, **server_settings) as server:
         collector = Collector(server.exchange, application, workdir).start()
-        target_ms = int(time.time() * 1000) + int(count / insert_rate_guess * 1000) + 15_000
-        insert = bulk_create(server.base_url, application, count, target_ms)
-        late_insert_ms = int(time.time() * 1000) - target_ms
-        time.sleep(max(0.0, -late_insert_ms / 1000))
+        insert, target_ms, late_insert_ms = _created_beforehand(
+            server, application, count, insert_rate_guess
+        )
         cpu_before = _cpu_s(server, collector)  # the drain's, not the inserts' aftermath
         deadline = time.monotonic() + count / 2_000 + 30
         while collector.count() < insert["created"] and time.monotonic() < deadline:
