@@ -100,7 +100,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         paths: dict[str, Path | None] = {
             label: stack.enter_context(worktree(rev))
-            for label, rev in zip(labels, [args.old, *between], strict=False)
+            for label, rev in zip(labels[:-1], [args.old, *between], strict=True)
         }
         paths["new"] = stack.enter_context(worktree(args.new)) if args.new else None
         work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
