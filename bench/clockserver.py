@@ -185,7 +185,10 @@ class BenchServer:
     def rung_rows(self, application: str) -> list[tuple[int, int, int | None, str]]:
         """(id, target_ring_at, rung_at, status) of every alarm of `application`."""
         engine = create_engine(self.database_url)
-        query = text("SELECT id, target_ring_at, rung_at, status FROM clock WHERE application = :a")
+        # 0 is "not rung" since migration 0012, NULL before it.
+        query = text(
+            "SELECT id, target_ring_at, NULLIF(rung_at, 0), status FROM clock WHERE application = :a"
+        )
         with engine.connect() as conn:
             rows = conn.execute(query, {"a": application}).all()
         engine.dispose()

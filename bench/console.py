@@ -71,7 +71,7 @@ def fill(server: FilledServer, rows: int) -> dict[str, float]:
             " update_time, created_by)"
             " SELECT application, business_id, REPEAT('x', 100),"
             "  IF(status = 'rung', next_try_time - (seq DIV 100) % 50, next_try_time), next_try_time, 0,"
-            "  status, IF(status = 'rung', next_try_time, NULL), 1, 0,"
+            "  status, IF(status = 'rung', next_try_time, 0), 1, 0,"
             f"  {now - 31 * DAY_MS}, next_try_time, 'admin'"
             " FROM (SELECT seq, CONCAT('app-', seq % 10) AS application,"
             "  CONCAT('order-', seq) AS business_id,"

@@ -91,7 +91,7 @@ def fill_finished(server: BenchServer, rows: int, age_days: float) -> dict[str, 
             " next_try_time, retry_times, status, rung_at, version, claimed_by, create_time,"
             f" update_time) SELECT '{APPLICATION}', CONCAT('p', seq), REPEAT('x', 64),"
             f" {old} + seq, {old} + seq, 0, ELT(1 + seq % 4, 'rung', 'cancelled', 'expired',"
-            f" 'dead'), IF(seq % 4 = 0, {old} + seq, NULL), 1, 0, {old}, {old} + seq"
+            f" 'dead'), IF(seq % 4 = 0, {old} + seq, 0), 1, 0, {old}, {old} + seq"
             f" FROM seq_{first + 1}_to_{first + count}"
         )
     fill_s = time.monotonic() - started

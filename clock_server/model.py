@@ -14,6 +14,9 @@ CANCELLED = "cancelled"
 EXPIRED = "expired"
 DEAD = "dead"
 STATUSES = (PENDING, DELIVERING, RUNG, CANCELLED, EXPIRED, DEAD)
+# The store's status column is this wide (fixed-size, see store.schema); a longer status
+# needs a migration.
+STATUS_LENGTH = 10
 
 # Largest epoch ms we accept: 9999-12-31T23:59:59.999Z.
 MAX_EPOCH_MS = 253_402_300_799_999

@@ -21,7 +21,7 @@ def alarm_from_row(row: Row) -> Alarm:
         next_try_time=row.next_try_time,
         retry_times=row.retry_times,
         status=row.status,
-        rung_at=row.rung_at,
+        rung_at=row.rung_at or None,  # 0 until it rings (store.schema)
         created_at=row.create_time,
         updated_at=row.update_time,
         ring_after_count=row.ring_after_count,

@@ -73,6 +73,6 @@ def story(alarm: Row, written: list[AlarmEvent], complete: bool) -> list[AlarmEv
                 created["latest_ring_at"] = change.detail["latest_ring_at_from"]
     actor = alarm.created_by or UNKNOWN
     events = [AlarmEvent(alarm.create_time, CREATED, actor, created), *written]
-    if alarm.status == RUNG and alarm.rung_at is not None:
+    if alarm.status == RUNG and alarm.rung_at:
         events.append(AlarmEvent(alarm.rung_at, RUNG, ENGINE, {"attempt": alarm.retry_times + 1}))
     return events

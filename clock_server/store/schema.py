@@ -4,6 +4,7 @@ rest, as SQLAlchemy Core metadata. The Alembic migrations create them."""
 from __future__ import annotations
 
 from sqlalchemy import (
+    CHAR,
     BigInteger,
     Column,
     Double,
@@ -16,6 +17,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects import mysql
+
+from clock_server.model import STATUS_LENGTH
 
 metadata = MetaData()
 
@@ -40,8 +43,11 @@ alarm_table = Table(
     # while an engine holds the alarm in memory, the expiry of that claim.
     Column("next_try_time", BigInteger, nullable=False),
     Column("retry_times", Integer, nullable=False, server_default="0"),
-    Column("status", String(16), nullable=False),
-    Column("rung_at", BigInteger, nullable=True),
+    # Fixed-size, like every column a claim or a ring rewrites: a row that grows in a full
+    # page makes MariaDB split or reorganize the page (migration 0012). So the status is a
+    # CHAR as long as the longest status, and rung_at is 0 until the alarm rings.
+    Column("status", CHAR(STATUS_LENGTH), nullable=False),
+    Column("rung_at", BigInteger, nullable=False, server_default="0"),
     # Bumped whenever a claim is taken or given up or the due time moves, so the ring
     # thread can tell a stale in-memory entry from a live one.
     Column("version", BigInteger, nullable=False, server_default="0"),
