@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,18 +29,27 @@ def test_migrated_schema_matches_the_models(db_url: str):
     assert differences == []
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
-def at_0001(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database whose schema is at revision 0001."""
-    if request.param == "mariadb":
-        with mariadb_database("clock_migrate", revision="0001") as url:
+@contextmanager
+def database_at(dialect: str, revision: str, tmp_path: Path) -> Iterator[str]:
+    """A database of `dialect` whose schema is at `revision`."""
+    if dialect == "mariadb":
+        with mariadb_database("clock_migrate", revision=revision) as url:
             yield url
         return
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = make_engine(url, pool_size=1)
-    migrate.upgrade(engine, "0001")
+    migrate.upgrade(engine, revision)
     engine.dispose()
     yield url
+
+
+DIALECTS = ["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)]
+
+
+@pytest.fixture(params=DIALECTS)
+def at_0001(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with database_at(request.param, "0001", tmp_path) as url:
+        yield url
 
 
 def test_upgrading_from_0001_keeps_every_alarm_and_names_no_claim_owner(at_0001: str):
@@ -66,18 +76,11 @@ def test_upgrading_from_0001_keeps_every_alarm_and_names_no_claim_owner(at_0001:
     assert {"ix_clock_status_next_try_time", "ix_clock_application_id"} <= indexes
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+@pytest.fixture(params=DIALECTS)
 def at_0011(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database whose schema is at revision 0011, before the fixed-size ring columns."""
-    if request.param == "mariadb":
-        with mariadb_database("clock_migrate", revision="0011") as url:
-            yield url
-        return
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = make_engine(url, pool_size=1)
-    migrate.upgrade(engine, "0011")
-    engine.dispose()
-    yield url
+    """Before the fixed-size ring columns."""
+    with database_at(request.param, "0011", tmp_path) as url:
+        yield url
 
 
 def test_upgrading_to_0012_keeps_ring_times_and_reads_an_unrung_alarm_as_not_rung(at_0011: str):
