@@ -260,22 +260,6 @@ def test_a_claim_from_a_floor_skips_what_is_due_before_it(store: AlarmStore):
     assert [c.due_ms for c in rest] == [NOW, NOW + 100, NOW + 200]
 
 
-def test_a_claim_from_a_floor_with_an_id_skips_the_alarms_of_its_millisecond_up_to_that_id(
-    store: AlarmStore,
-):
-    """A burst has many alarms due in the same millisecond: a pass that follows a full one
-    starts past the last alarm that one claimed, not at the start of its millisecond."""
-    ids = [store.create(new(f"b{i}", target=NOW + (i // 3) * 100), NOW)[0].id for i in range(6)]
-    claims_store = SqlClaimStore(store)
-    first = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 4)
-    assert [c.id for c in first] == ids[:4]  # by due time, then id
-    last = max(first)
-    assert (last.due_ms, last.id) == (NOW + 100, ids[3])
-    late = store.create(new("late", target=NOW + 100), NOW)[0].id  # at the floor, a higher id
-    rest = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10, from_ms=NOW + 100, after_id=ids[3])
-    assert [c.id for c in rest] == [ids[4], ids[5], late]
-
-
 def test_a_claim_for_one_application_takes_only_its_earliest_due(store: AlarmStore):
     for i in range(4):
         store.create(new(f"a{i}", target=NOW + i * 100, application="a"), NOW)

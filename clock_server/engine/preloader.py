@@ -63,7 +63,7 @@ class Preloader:
         self.interval_s = interval_s
         self.lease_ms = lease_ms
         self.batch = batch
-        self._floor: Claim | None = None  # the last claim of the pass before, if it came back full
+        self._floor_ms: int | None = None
         self._floor_until_ms = 0
         self._rescan = threading.Event()
 
@@ -82,8 +82,7 @@ class Preloader:
 
     def _pass(self) -> float:
         now_ms = self.clock.now_ms()
-        floor = self._scan_floor(now_ms)
-        from_ms = floor.due_ms if floor is not None else None
+        from_ms = self._scan_floor(now_ms)
         horizon_ms = now_ms + self.window_ms
         limit = min(self.heap.free(), self.batch)
         if limit == 0:
@@ -98,27 +97,24 @@ class Preloader:
             limit = self.batch
         lease_until_ms = now_ms + self.lease_ms
         with self.claiming() as owner:
-            claimed = self.claims.claim_due(
-                horizon_ms, lease_until_ms, limit, from_ms, owner,
-                after_id=floor.id if floor is not None else None,
-            )  # fmt: skip
+            claimed = self.claims.claim_due(horizon_ms, lease_until_ms, limit, from_ms, owner)
             if claimed:
                 self._hold(claimed, now_ms)
         if len(claimed) < limit:
-            self._floor = None
+            self._floor_ms = None
             return self.interval_s
         if from_ms is None:
             self._floor_until_ms = now_ms + int(self.interval_s * 1000)
-        self._floor = max(claimed)  # by due time, then id: where the scan stopped
+        self._floor_ms = max(claim.due_ms for claim in claimed)
         return 0.0
 
-    def _scan_floor(self, now_ms: int) -> Claim | None:
+    def _scan_floor(self, now_ms: int) -> int | None:
         if self._rescan.is_set():  # cleared before the scan: a rescan asked during it counts
             self._rescan.clear()
-            self._floor = None
+            self._floor_ms = None
         elif now_ms >= self._floor_until_ms:
-            self._floor = None
-        return self._floor
+            self._floor_ms = None
+        return self._floor_ms
 
     def _backlogged(self, now_ms: int) -> bool:
         head_ms = self.heap.next_due_ms()

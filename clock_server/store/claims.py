@@ -49,21 +49,17 @@ class SqlClaimStore:
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
-        after_id: int | None = None,
     ) -> list[Claim]:
-        """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first
-        (by next_try_time, then id); with `from_ms`, only those with next_try_time >= from_ms,
-        and with `after_id` too, of those due at exactly from_ms only ids above it; with
-        `application`, only that application's. Each claimed row names `owner` (a
-        clock_engine id), so that its claims can be taken over if it dies.
+        """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first;
+        with `from_ms`, only those with next_try_time >= from_ms; with `application`, only
+        that application's. Each claimed row names `owner` (a clock_engine id), so that its
+        claims can be taken over if it dies.
 
         Each claimed row's next_try_time moves to `lease_until_ms`, out of the range the next
         scan reads; if this process dies, the alarm becomes due again when the lease ends.
         Moving it leaves a delete-marked entry at the head of the index until MariaDB purges
-        it, which a scan from the start walks again: `from_ms` and `after_id` let a pass
-        that follows another start where that one stopped. A burst has hundreds of alarms due
-        in the same millisecond, so a floor of the millisecond alone walked again the entries
-        its last pass had just claimed (finding 46).
+        it, which a scan from the start walks again: `from_ms` lets a pass that follows
+        another start where that one stopped.
         """
         caps = self.store.caps
         lock = caps.skip_locked_suffix
@@ -71,16 +67,12 @@ class SqlClaimStore:
         # at from_ms.
         index = "ix_clock_application_due" if application else "ix_clock_status_next_try_time"
         hint = f" FORCE INDEX ({index})" if caps.index_hints else ""
-        floor = ""
-        if from_ms is not None:
-            floor = f" AND next_try_time >= {int(from_ms)}"
-            if after_id is not None:
-                floor += f" AND (next_try_time > {int(from_ms)} OR id > {int(after_id)})"
+        floor = f" AND next_try_time >= {int(from_ms)}" if from_ms is not None else ""
         only = " AND application = :application" if application else ""
         query = text(
             f"SELECT id, next_try_time, version, application FROM {_TABLE}{hint}"
             f" WHERE status = '{PENDING}'{only}{floor} AND next_try_time <= {int(horizon_ms)}"
-            f" ORDER BY next_try_time, id LIMIT {int(limit)}{lock}"
+            f" ORDER BY next_try_time LIMIT {int(limit)}{lock}"
         )
         params = {"application": application} if application else {}
         with translate_errors(), self.store.engine.begin() as conn:

@@ -68,12 +68,10 @@ class ClaimStore(Protocol):
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
-        after_id: int | None = None,
     ) -> list[Claim]:
         """Claim up to `limit` pending alarms due by `horizon_ms` (and from `from_ms`, when
-        given, past the alarm `after_id` among those due at exactly `from_ms`; of
-        `application` alone, when given), earliest first by due time and then id, each leased
-        until `lease_until_ms` to the engine `owner`."""
+        given; of `application` alone, when given), earliest first, each leased until
+        `lease_until_ms` to the engine `owner`."""
         ...
 
     def due_applications(self, horizon_ms: int) -> dict[str, int]:
