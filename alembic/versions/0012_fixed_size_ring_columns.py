@@ -8,7 +8,9 @@ against 0.25 KB and 16 us with columns that keep their size (docs/perf/findings.
 Now rung_at is 0 until the alarm rings (the store reads 0 as "not rung") and status is a
 CHAR(10), the longest status, so every status change rewrites the row in place.
 
-On MariaDB this rebuilds the clock table once (one ALTER TABLE); a large table takes minutes.
+On MariaDB this updates every alarm not yet rung in one transaction and then rebuilds the
+clock table (one ALTER TABLE, which changes a column's type and so copies the table while
+writes to it wait): a large table takes minutes.
 
 Revision ID: 0012
 Revises: 0011
@@ -24,24 +26,9 @@ down_revision = "0011"
 branch_labels = None
 depends_on = None
 
-_CHUNK = 10_000
-
-
-def _fill(column_sql: str, value_sql: str, where_sql: str) -> None:
-    """SET column = value WHERE where, in short transactions by id range."""
-    bind = op.get_bind()
-    top = bind.execute(sa.text("SELECT MAX(id) FROM clock")).scalar() or 0
-    for first in range(0, top + 1, _CHUNK):
-        bind.execute(
-            sa.text(
-                f"UPDATE clock SET {column_sql} = {value_sql}"
-                f" WHERE id >= {first} AND id < {first + _CHUNK} AND {where_sql}"
-            )
-        )
-
 
 def upgrade() -> None:
-    _fill("rung_at", "0", "rung_at IS NULL")
+    op.execute("UPDATE clock SET rung_at = 0 WHERE rung_at IS NULL")
     if op.get_bind().dialect.name in ("mysql", "mariadb"):
         op.execute(
             "ALTER TABLE clock MODIFY rung_at BIGINT NOT NULL DEFAULT 0,"
@@ -67,4 +54,4 @@ def downgrade() -> None:
                 "rung_at", existing_type=sa.BigInteger(), nullable=True, server_default=None
             )
             batch.alter_column("status", existing_type=sa.CHAR(10), type_=sa.String(16))
-    _fill("rung_at", "NULL", "rung_at = 0")
+    op.execute("UPDATE clock SET rung_at = NULL WHERE rung_at = 0")
