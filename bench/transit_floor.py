@@ -62,12 +62,14 @@ def run_once(workdir: Path, flood: int) -> dict[str, Any]:
     def lane(first: int) -> None:
         for start in range(first, flood, BATCH * LANES):
             ids = range(start, min(start + BATCH, flood))
-            lanes.publish_batch([_message(i, noisy) for i in ids], 30.0)
+            if not all(lanes.publish_batch([_message(i, noisy) for i in ids], 30.0)):
+                raise SystemExit("a flood publish was not confirmed")
 
     def quiet_lane() -> None:
         alarm_id = 0
         while flooding.is_set():
-            express.publish_batch([_message(alarm_id, quiet)], 30.0)
+            if not all(express.publish_batch([_message(alarm_id, quiet)], 30.0)):
+                raise SystemExit("a quiet publish was not confirmed")
             alarm_id += 1
             time.sleep(QUIET_EVERY_S)
 
