@@ -58,18 +58,19 @@ def run_once(workdir: Path, flood: int) -> dict[str, Any]:
     lanes, express = _publisher(exchange, "floor-lanes"), _publisher(exchange, "floor-express")
     flooding = threading.Event()
     flooding.set()
+    unconfirmed: list[str] = []  # a thread's SystemExit would end only that thread
 
     def lane(first: int) -> None:
         for start in range(first, flood, BATCH * LANES):
             ids = range(start, min(start + BATCH, flood))
             if not all(lanes.publish_batch([_message(i, noisy) for i in ids], 30.0)):
-                raise SystemExit("a flood publish was not confirmed")
+                unconfirmed.append(noisy)
 
     def quiet_lane() -> None:
         alarm_id = 0
         while flooding.is_set():
             if not all(express.publish_batch([_message(alarm_id, quiet)], 30.0)):
-                raise SystemExit("a quiet publish was not confirmed")
+                unconfirmed.append(quiet)
             alarm_id += 1
             time.sleep(QUIET_EVERY_S)
 
@@ -92,6 +93,8 @@ def run_once(workdir: Path, flood: int) -> dict[str, Any]:
     lanes.close()
     express.close()
     arrivals = {app: collector.stop() for app, collector in collectors.items()}
+    if unconfirmed:
+        raise SystemExit(f"{len(unconfirmed)} publishes were not confirmed")
     connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
     connection.channel().exchange_delete(exchange)
     connection.close()
