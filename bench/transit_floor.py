@@ -93,11 +93,11 @@ def run_once(workdir: Path, flood: int) -> dict[str, Any]:
     lanes.close()
     express.close()
     arrivals = {app: collector.stop() for app, collector in collectors.items()}
-    if unconfirmed:
-        raise SystemExit(f"{len(unconfirmed)} publishes were not confirmed")
     connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
     connection.channel().exchange_delete(exchange)
     connection.close()
+    if unconfirmed:
+        raise SystemExit(f"{len(unconfirmed)} publishes were not confirmed")
     during = [
         a.received_ms - a.target_ms
         for a in arrivals[quiet]
