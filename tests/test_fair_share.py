@@ -28,6 +28,7 @@ from .support import drive, settle
 def engine_on(
     store: AlarmStore, clock: SettableClock, publisher: InMemoryPublisher, **overrides
 ) -> AlarmEngine:
+    express_publisher = overrides.pop("express_publisher", None)
     values = dict(instance_id="fair", retry_base_s=1, retry_cap_s=8, retry_max=3)
     values.update(overrides)
     policies = CachedPolicies(SqlApplicationRegistry(store).all, clock.now_ms, 2_000)
@@ -40,6 +41,7 @@ def engine_on(
         Metrics(),
         policies,
         SharedRateLimiter(SqlTokenBuckets(store)),
+        express_publisher=express_publisher,
     )
 
 
@@ -213,6 +215,41 @@ def test_beside_a_backlog_few_due_go_to_the_express_lane_even_with_a_lane_free(
     drive(engine, fake_clock, now + 2_000)
     assert sum(m["application"] == "burst" for m in sent(publisher)) == 300
     assert all(len({m.application for m in batch}) == 1 for batch in publisher.batches)
+
+
+def test_a_backlogs_batch_publishes_the_few_of_others_on_the_express_connection(
+    store, fake_clock, publisher
+):
+    """On the backlog's connection the broker would read them after all of its messages."""
+    express = InMemoryPublisher()
+    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=1,
+                       ring_lead_ms=0, express_publisher=express)  # fmt: skip
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 300)
+    quiet = create(store, now, "quiet", [now + 1_000, now + 1_050])
+    preload(engine)
+    fake_clock.set(now + 1_100)
+    engine.ringer.run_once()  # one lane: one batch of 100, quiet's two in it
+    assert [json.loads(m.body)["id"] for m in express.published] == quiet
+    assert {m.application for m in publisher.published} == {"burst"}
+    assert len(publisher.published) == 98
+    drive(engine, fake_clock, now + 2_000)
+    assert len(publisher.published_for("burst")) == 300
+    assert express.published_for("burst") == []
+    assert all(m["published_at"] >= m["target_ring_at"] for m in sent(publisher) + sent(express))
+
+
+def test_without_a_backlog_one_batch_stays_on_one_connection(store, fake_clock, publisher):
+    express = InMemoryPublisher()
+    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=1,
+                       ring_lead_ms=0, express_publisher=express)  # fmt: skip
+    now = fake_clock.now_ms()
+    create(store, now, "a", [now + 1_000] * 40)
+    create(store, now, "b", [now + 1_000] * 3)
+    preload(engine)
+    fake_clock.set(now + 1_000)
+    engine.ringer.run_once()
+    assert len(publisher.published) == 43 and express.published == []
 
 
 def wait_until(condition, timeout_s: float = 5.0) -> None:
