@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -224,6 +226,31 @@ def test_outcomes_of_a_ring_batch_are_recorded_per_alarm(store: AlarmStore):
         None,
     ]
     assert {alarms[i].updated_at for i in ids[:6]} == {NOW + 9}
+
+
+def test_a_ring_batch_is_freed_when_it_ends_without_waiting_for_the_garbage_collector(
+    store: AlarmStore,
+):
+    """Held by a reference cycle, every batch's thousand rows would wait for the collector,
+    whose pass then pauses every thread of the engine for tens of milliseconds."""
+    store.create_many([new(f"g{i}", target=NOW) for i in range(5)], NOW)
+    claims_store = SqlClaimStore(store)
+    claims = claims_store.claim_due(NOW, NOW + 30_000, 10)
+    gc.collect()
+    gc.disable()
+    try:
+        with claims_store.ring_transaction() as tx:
+            live = tx.lock_live(claims)
+            tx.mark_rung([(row.id, NOW) for row in live[:3]], NOW)
+            tx.mark_dead([live[3].id], NOW, "not confirmed")
+            tx.mark_expired([live[4].id], NOW)
+        batch = weakref.ref(tx)
+        del tx, live
+        assert batch() is None
+    finally:
+        gc.enable()
+    statuses = sorted(alarm.status for alarm in store.list("app", None, 10, None))
+    assert statuses == ["dead", "expired", "rung", "rung", "rung"]
 
 
 def test_list_pages_by_id_with_filters(store: AlarmStore):

@@ -164,6 +164,23 @@ class SqlClaimStore:
         open_ahead(self.store.engine, connections)
 
 
+class _LockedRows:
+    """The rows a ring batch locked, looked up by id when an outcome needs one."""
+
+    def __init__(self) -> None:
+        self._rows: list[RingRow] = []
+        self._by_id: dict[int, RingRow] | None = None  # built at the first lookup
+
+    def add(self, rows: list[RingRow]) -> None:
+        self._rows += rows
+        self._by_id = None
+
+    def row_of(self, alarm_id: int) -> RingRow | None:
+        if self._by_id is None:
+            self._by_id = {row.id: row for row in self._rows}
+        return self._by_id.get(alarm_id)
+
+
 class SqlRingTransaction:
     """Row-locked view of a ring batch: which claims are still live, and their outcomes.
 
@@ -181,10 +198,12 @@ class SqlRingTransaction:
         self.conn = conn
         self.caps = caps
         self.status = status  # what lock_live finds live
-        self._locked: list[RingRow] = []
-        self._by_id: dict[int, RingRow] | None = None  # built when an outcome needs a row
-        self.events = RingEvents(self._row_of)
-        self.dead_letters = DeadLetterRows(self._row_of) if dead_letters else None
+        # Not a method of this object: the events would hold the transaction, and the cycle
+        # would keep the batch's rows alive until the garbage collector's pass, whose length
+        # grows with them (finding 47).
+        self._locked = _LockedRows()
+        self.events = RingEvents(self._locked.row_of)
+        self.dead_letters = DeadLetterRows(self._locked.row_of) if dead_letters else None
 
     def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
         """Lock the claimed rows and return those still in `status` with the claimed version.
@@ -199,8 +218,7 @@ class SqlRingTransaction:
             for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk, self.status)):
                 if row[9] == wanted[row[0]]:
                     live.append(make(row[:9]))
-        self._locked += live
-        self._by_id = None
+        self._locked.add(live)
         return live
 
     def mark_rung(self, rung_at: Sequence[tuple[int, int]], now_ms: int) -> None:
@@ -261,12 +279,6 @@ class SqlRingTransaction:
                     update_time=now_ms,
                 )
             )
-
-    def _row_of(self, alarm_id: int) -> RingRow | None:
-        """A row this batch locked."""
-        if self._by_id is None:
-            self._by_id = {row.id: row for row in self._locked}
-        return self._by_id.get(alarm_id)
 
     def _set_final(self, ids: Sequence[int], status: str, now_ms: int, also: str = "") -> None:
         """Written out like lock_live's statement: no statement object built per batch."""
