@@ -3,7 +3,9 @@
     python -m bench.ab --old f78438a --scenario steady --rate 1000 --seconds 30 --pairs 3
     python -m bench.ab --old f78438a --scenario burst --alarms 100000 --pairs 2
     python -m bench.ab --old fa9f889 --between 9b96a59,f54a94d --new HEAD --scenario burst
+    python -m bench.ab --old 7ca7c67 --scenario noisy --alarms 100000 --pairs 3
 
+The noisy scenario runs bench.noisy's A beside B only (A alone is not part of the figures).
 With --between, more revisions join the rotation (old, each of them, new; reversed every
 other round), to find which commit moved a figure.
 
@@ -26,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench import scenarios
+from bench import noisy, scenarios
 from bench.stats import figure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +46,13 @@ BURST_FIGURES = (
     ("mariadb µs/alarm", ("mariadb_cpu_us_per_alarm",)),
     ("lost", ("lost",)),
 )
+NOISY_FIGURES = (
+    ("B received p99 during A's drain, ms", ("quiet_received_ms", "during", "p99")),
+    ("B published p99 during A's drain, ms", ("quiet_published_during_ms", "p99")),
+    ("A rings/s beside B", ("drain_rate_per_s",)),
+    ("B lost", ("quiet_lost",)),
+)
+FIGURES = {"steady": STEADY_FIGURES, "burst": BURST_FIGURES, "noisy": NOISY_FIGURES}
 
 
 @contextmanager
@@ -82,7 +91,7 @@ def main() -> None:
     )
     parser.add_argument("--old", required=True, help="the git revision to compare against")
     parser.add_argument("--new", help="the git revision to compare (default: this checkout)")
-    parser.add_argument("--scenario", choices=("steady", "burst"), default="steady")
+    parser.add_argument("--scenario", choices=tuple(FIGURES), default="steady")
     parser.add_argument("--rate", type=float, default=1_000)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--alarms", type=int, default=100_000)
@@ -93,7 +102,7 @@ def main() -> None:
         help="more revisions, comma-separated, run in the same rotation (to bisect a change)",
     )
     args = parser.parse_args()
-    figures = STEADY_FIGURES if args.scenario == "steady" else BURST_FIGURES
+    figures = FIGURES[args.scenario]
     between = [rev for rev in args.between.split(",") if rev]
     labels = ["old", *between, "new"]
     results: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
@@ -109,6 +118,8 @@ def main() -> None:
                 with code_from(paths[side]):
                     if args.scenario == "steady":
                         result = scenarios.steady(work, args.rate, args.seconds)
+                    elif args.scenario == "noisy":
+                        result = noisy.run_once(work, args.alarms, 100, with_neighbour=True)
                     else:
                         result = scenarios.burst(work, args.alarms)
                 results[side].append(result)
