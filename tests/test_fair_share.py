@@ -252,24 +252,6 @@ def test_without_a_backlog_one_batch_stays_on_one_connection(store, fake_clock, 
     assert len(publisher.published) == 43 and express.published == []
 
 
-def test_the_ring_loop_tells_when_a_backlog_drains_beside_other_applications(
-    store, fake_clock, publisher, make_engine
-):
-    engine = make_engine(ring_batch=100, ring_lanes=1, ring_lead_ms=0)
-    told: list[bool] = []
-    engine.ringer.on_contention = told.append
-    now = fake_clock.now_ms()
-    create(store, now, "burst", [now + 1_000] * 300)
-    create(store, now, "quiet", [now + 1_000, now + 3_000])
-    preload(engine)
-    engine.ringer.run_once()  # nothing due yet
-    fake_clock.set(now + 1_000)
-    engine.ringer.run_once()  # 302 due: a backlog, quiet's second still held
-    drive(engine, fake_clock, now + 2_000)  # the backlog rings out
-    assert told[:2] == [False, True]
-    assert told[-1] is False and True in told
-
-
 def wait_until(condition, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():

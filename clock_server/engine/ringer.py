@@ -71,10 +71,7 @@ class Ringer:
     cover it, up to ``lead_max_ms`` (`LockLead`). A cancel may wait that much longer.
 
     ``on_dead`` is called once a batch that marked alarms dead has committed (to wake the
-    dead-letter relay). ``on_contention``, when set (by the process's entry point), is told
-    at each pass whether a backlog of more than a batch is due beside other applications'
-    claims: the threads carrying those few then compete with the backlog's for the
-    interpreter lock.
+    dead-letter relay).
 
     With ``channels``, the alarms of applications on the webhook or pull channel are not
     published: the batch hands them off (`Channels`), a webhook call starting at the moment
@@ -118,7 +115,6 @@ class Ringer:
         self.express_publisher = express_publisher or publisher
         self.on_dead = on_dead
         self.channels = channels
-        self.on_contention: Callable[[bool], None] | None = None
         self.lead = LockLead(lead_ms, lead_max_ms)
         metrics.ring_lead_ms.set(self.lead.ms)
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
@@ -131,9 +127,6 @@ class Ringer:
 
     def run_once(self) -> float | None:
         """Ring what is due; returns seconds until the next due claim, 0 to go on, None if idle."""
-        if self.on_contention is not None:
-            due_by_ms = self.clock.now_ms() + self.lead.ms
-            self.on_contention(self.heap.backlog_beside_others(due_by_ms, self.batch))
         if self._express is not None:
             self._express_beside_backlog()
         if self._lanes is not None and not self._lanes.acquire(blocking=False):

@@ -8,7 +8,7 @@ import time
 from clock_server.api.tokens import TokenTable, check_exposure, load_tokens
 from clock_server.runtime.build import build
 from clock_server.runtime.http_server import create_http_server, stop_requests_by
-from clock_server.runtime.process import freeze_startup_objects, switch_often_when_contended
+from clock_server.runtime.process import freeze_startup_objects
 from clock_server.runtime.signals import ShutdownSignals
 from clock_server.runtime.supervisor import Supervisor
 from clock_server.settings import Settings, mask_url
@@ -48,7 +48,6 @@ def _serve_one_process(settings: Settings, tokens: TokenTable) -> None:
     assert runtime.app is not None
     server = create_http_server(runtime.app, settings)
     freeze_startup_objects()
-    switch_often_when_contended(runtime)
     runtime.start()
 
     def on_first() -> None:

@@ -25,7 +25,7 @@ from clock_server.deadline import Deadline
 from clock_server.metrics import forget_process
 from clock_server.runtime.build import Runtime, build
 from clock_server.runtime.ipc import BrokerStatusFile, NotifyListener
-from clock_server.runtime.process import freeze_startup_objects, switch_often_when_contended
+from clock_server.runtime.process import freeze_startup_objects
 from clock_server.runtime.signals import ShutdownSignals
 from clock_server.runtime.sockets import listening_sockets
 from clock_server.settings import Settings
@@ -48,7 +48,6 @@ class Supervisor:
     def run(self) -> None:
         runtime = build(self.settings, serve_http=False)
         freeze_startup_objects()
-        switch_often_when_contended(runtime)
         listeners = listening_sockets(
             self.settings.host, self.settings.port, self.settings.web_processes
         )
