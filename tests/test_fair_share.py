@@ -11,7 +11,7 @@ import time
 import pytest
 
 from clock_server.engine.alarm_engine import AlarmEngine
-from clock_server.engine.ringer import EXPRESS_LANES
+from clock_server.engine.ringer import BESIDE_BACKLOG_LANES, EXPRESS_LANES
 from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy, NewAlarm
 from clock_server.settings import Settings
@@ -250,6 +250,31 @@ def test_without_a_backlog_one_batch_stays_on_one_connection(store, fake_clock, 
     fake_clock.set(now + 1_000)
     engine.ringer.run_once()
     assert len(publisher.published) == 43 and express.published == []
+
+
+@pytest.mark.parametrize("beside", [False, True])
+def test_beside_other_applications_a_backlog_rings_in_fewer_lanes_at_once(
+    mariadb_store, fake_clock, beside
+):
+    store = mariadb_store
+    publisher = HoldingPublisher(held="burst")
+    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=4, ring_lead_ms=0)
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 1_000)
+    if beside:
+        create(store, now, "quiet", [now + 5_000])  # held in the heap, not due yet
+    preload(engine)
+    fake_clock.set(now + 1_000)
+    try:
+        for _ in range(6):
+            engine.ringer.run_once()
+        busy = BESIDE_BACKLOG_LANES if beside else 4
+        assert engine.ringer.in_flight == busy
+    finally:
+        publisher.release.set()
+    drive(engine, fake_clock, now + 6_000)
+    assert len(publisher.published_for("burst")) == 1_000
+    assert len(publisher.published_for("quiet")) == int(beside)
 
 
 def wait_until(condition, timeout_s: float = 5.0) -> None:

@@ -184,3 +184,13 @@ def test_claims_held_are_not_followed_by_the_garbage_collector():
     popped = heap.pop_due(1_000 + 9_999, 10_000)
     assert popped[:2] == [Claim(1_000, 0, 1, "app0"), Claim(1_001, 1, 1, "app1")]
     assert all(type(claim) is Claim for claim in popped)
+
+
+def test_a_backlog_beside_others_is_more_than_a_batch_due_while_another_application_waits():
+    heap = ClaimHeap(capacity=100)
+    heap.push_many(Claim(1_000, i, 1, "burst") for i in range(20))
+    assert not heap.backlog_beside_others(1_000, 10)  # one application: a drain alone
+    heap.push_many([Claim(1_500, 99, 1, "quiet")])
+    assert heap.backlog_beside_others(1_000, 10)
+    assert not heap.backlog_beside_others(1_000, 20)  # no more due than a batch
+    assert not heap.backlog_beside_others(999, 10)  # nothing due yet

@@ -67,6 +67,12 @@ class ClaimHeap:
         with self._lock:
             return self._items[-1][_DUE] if self._items else None
 
+    def backlog_beside_others(self, now_ms: int, more_than: int) -> bool:
+        """Whether more than `more_than` claims are due by `now_ms` while more than one
+        application holds claims."""
+        with self._lock:
+            return len(self._by_app) > 1 and self._items.bisect_right(_bound(now_ms)) > more_than
+
     def held_per_application(self) -> dict[str, int]:
         with self._lock:
             return {application: len(own) for application, own in self._by_app.items()}

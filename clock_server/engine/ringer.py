@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 DB_RETRY_MS = 1_000
 # Express batches in flight at once: each waits for the broker's confirms and its commit.
 EXPRESS_LANES = 3
+# Lanes ringing a backlog's batches at once while other applications have claims held: each
+# busy lane is one more thread that the express lanes and the express connection's IO thread
+# wait behind for the interpreter lock, 5 ms at a time, after every wake-up (finding 47).
+BESIDE_BACKLOG_LANES = 2
 _LEAD_SLACK_MS = 50
 
 
@@ -62,7 +66,9 @@ class Ringer:
     do the few alarms of such applications that a backlog's batch takes all the same (when
     every express lane is busy).
     There are EXPRESS_LANES of them: while one waits for its confirms and its commit, which
-    take tens of milliseconds beside a backlog, the next few due start in another.
+    take tens of milliseconds beside a backlog, the next few due start in another. And
+    beside such a backlog at most BESIDE_BACKLOG_LANES of the lanes ring its batches at once,
+    so that fewer busy threads stand between the express lanes and the interpreter lock.
 
     With ``lead_ms`` > 0, alarms are taken off the heap that much before they are due and
     their rows locked in advance; the lane then publishes each one the moment it is due, so
@@ -123,13 +129,16 @@ class Ringer:
         threads = lanes + EXPRESS_LANES
         self._executor = ThreadPoolExecutor(threads, "clock-ring-lane") if lanes > 1 else None
         self._in_flight: set[futures.Future[None]] = set()
+        self._lanes_busy = 0  # of the `lanes`, not the express ones
         self._in_flight_lock = threading.Lock()
 
     def run_once(self) -> float | None:
         """Ring what is due; returns seconds until the next due claim, 0 to go on, None if idle."""
         if self._express is not None:
             self._express_beside_backlog()
-        if self._lanes is not None and not self._lanes.acquire(blocking=False):
+        if self._lanes is not None and (
+            self._held_back_beside_others() or not self._lanes.acquire(blocking=False)
+        ):
             return self._express_once()
         now_ms = self.clock.now_ms()
         # A thread that wakes late (a busy machine) is late for the lock as much as a slow
@@ -160,6 +169,15 @@ class Ringer:
         wait_ms = max(next_due - lead_ms - now_ms, 1)
         self._wake_at_ms = now_ms + wait_ms
         return wait_ms / 1000
+
+    def _held_back_beside_others(self) -> bool:
+        """Whether BESIDE_BACKLOG_LANES lanes are busy while a backlog is due beside other
+        applications' claims: another lane then waits for one of them to finish."""
+        with self._in_flight_lock:
+            if self._lanes_busy < BESIDE_BACKLOG_LANES:
+                return False
+        due_by_ms = self.clock.now_ms() + self.lead.ms
+        return self.heap.backlog_beside_others(due_by_ms, self.batch)
 
     def _express_beside_backlog(self) -> None:
         self._express_take(self.clock.now_ms(), beside_backlog=True)
@@ -241,6 +259,8 @@ class Ringer:
 
     def _submit(self, due: list[Claim], since_ms: int, lane: threading.BoundedSemaphore) -> None:
         assert self._executor is not None
+        with self._in_flight_lock:
+            self._lanes_busy += lane is self._lanes
         future = self._executor.submit(self._ring_in_lane, due, since_ms, lane)
         with self._in_flight_lock:
             self._in_flight.add(future)
@@ -259,6 +279,8 @@ class Ringer:
             log.exception("ring batch of %d failed; its claims return when their lease ends",
                           len(due), extra={"action": "ring_error"})  # fmt: skip
         finally:
+            with self._in_flight_lock:
+                self._lanes_busy -= lane is self._lanes
             lane.release()
             if self.on_lane_free is not None:
                 self.on_lane_free()
