@@ -194,3 +194,16 @@ def test_a_backlog_beside_others_is_more_than_a_batch_due_while_another_applicat
     assert heap.backlog_beside_others(1_000, 10)
     assert not heap.backlog_beside_others(1_000, 20)  # no more due than a batch
     assert not heap.backlog_beside_others(999, 10)  # nothing due yet
+
+
+def test_a_backlog_whose_neighbours_are_not_due_yet_is_taken_earliest_first():
+    heap = ClaimHeap(capacity=100)
+    heap.push_many(Claim(1_000 + i, i, 1, "burst") for i in range(50))
+    heap.push_many([Claim(5_000, 99, 1, "quiet"), Claim(1_020, 98, 1, "late")])
+    taken = heap.pop_due(1_010, 5)
+    assert taken == [Claim(1_000 + i, i, 1, "burst") for i in range(5)]
+    assert heap.held_per_application() == {"burst": 45, "quiet": 1, "late": 1}
+    assert heap.pop_due(1_020, 100)[-2:] == [
+        Claim(1_020, 20, 1, "burst"),
+        Claim(1_020, 98, 1, "late"),
+    ]

@@ -113,6 +113,8 @@ class ClaimHeap:
                 return _claims(self._pop_first(limit))
             taken: list[_Held] = []
             due_per_app = self._due_per_app(bound)
+            if len(due_per_app) == 1 and not caps:  # the others' claims are not due yet
+                return _claims(self._pop_first(min(due, limit)))
             if caps:
                 capped = ((app, min(count, caps.get(app, count))) for app, count in due_per_app)
                 due_per_app = [(app, count) for app, count in capped if count > 0]
