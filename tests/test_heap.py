@@ -180,7 +180,8 @@ def test_claims_held_are_not_followed_by_the_garbage_collector():
     before = len(gc.get_objects())
     heap.push_many(Claim(1_000 + i, i, 1, f"app{i % 3}") for i in range(10_000))
     gc.collect()
-    assert len(gc.get_objects()) - before < 100
+    # 10,000 if the claims were followed; other threads of the suite make a few hundred.
+    assert len(gc.get_objects()) - before < 1_000
     popped = heap.pop_due(1_000 + 9_999, 10_000)
     assert popped[:2] == [Claim(1_000, 0, 1, "app0"), Claim(1_001, 1, 1, "app1")]
     assert all(type(claim) is Claim for claim in popped)
