@@ -7,7 +7,8 @@ Application A has `burst` alarms due within one second; application B has `rate`
 second due evenly from 5 s before that second until well after A has drained, all created
 beforehand through the batch API. Each pair runs A alone and A with B on fresh servers (two
 web processes, MariaDB) in one sitting, so that A's drain rate alone and beside B compare.
-Reported: A's drain rate in both, and B's lateness before, during and after A's drain.
+Reported: A's drain rate in both, the CPU each process used during A's drain per alarm of A
+(B's share included beside B), and B's lateness before, during and after A's drain.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import requests
 from bench.clockserver import BenchServer
 from bench.collector import Collector
 from bench.load import MAX_BATCH, bulk_create
+from bench.scenarios import cpu_per_alarm_us, cpu_snapshot
 from bench.stats import summarize
 
 LEAD_S = 5  # B's alarms start this long before A's second
@@ -66,11 +68,13 @@ def run_once(workdir: Path, burst: int, rate: float, with_neighbour: bool) -> di
             quiet_created = _create_steady(
                 server.base_url, quiet, rate, target_ms - LEAD_S * 1000, target_ms + TAIL_S * 1000
             )
-        wait_s = (target_ms + TAIL_S * 1000) / 1000 - time.time() + 3
-        time.sleep(max(wait_s, 0))
+        time.sleep(max(target_ms / 1000 - time.time() - 0.2, 0))
+        cpu_before = cpu_snapshot(server)
         deadline = time.monotonic() + burst / 2_000 + 30
         while collectors[noisy].count() < insert["created"] and time.monotonic() < deadline:
-            time.sleep(0.5)
+            time.sleep(0.2)
+        cpu_used = cpu_per_alarm_us(cpu_before, cpu_snapshot(server), insert["created"])
+        time.sleep(max((target_ms + TAIL_S * 1000) / 1000 - time.time() + 3, 0))
         arrivals = {app: collector.stop() for app, collector in collectors.items()}
         noisy_rows = server.rung_rows(noisy)
         quiet_rows = server.rung_rows(quiet) if with_neighbour else []
@@ -84,6 +88,8 @@ def run_once(workdir: Path, burst: int, rate: float, with_neighbour: bool) -> di
         "noisy_lost": insert["created"] - len({a.alarm_id for a in arrivals[noisy]}),
         "drain_s": drain_s,
         "drain_rate_per_s": len(rung) / drain_s,
+        # from A's second until A's last alarm arrived, per alarm of A: B's share included
+        **cpu_used,
     }
     if with_neighbour:
         phases: dict[str, list[int]] = {"before": [], "during": [], "after": []}
@@ -121,6 +127,12 @@ def main() -> None:
                 print(f"[noisy] pair {pair + 1} {side}: {json.dumps(result)}", flush=True)
     alone = statistics.median(r["drain_rate_per_s"] for r in results["alone"])
     beside = statistics.median(r["drain_rate_per_s"] for r in results["beside"])
+    for name in ("engine", "web", "mariadb", "rabbitmq"):
+        key = f"{name}_cpu_us_per_alarm"
+        if key in results["alone"][0]:
+            each = {side: statistics.median(r[key] for r in results[side]) for side in results}
+            print(f"[noisy] {name} CPU per alarm of A during its drain: alone "
+                  f"{each['alone']:.1f} µs, beside B {each['beside']:.1f} µs")  # fmt: skip
     during = [r["quiet_received_ms"]["during"]["p99"] for r in results["beside"]]
     print(f"[noisy] A's drain rate: alone {alone:.0f}/s, beside B {beside:.0f}/s "
           f"({(beside / alone - 1) * 100:+.1f} %)")  # fmt: skip

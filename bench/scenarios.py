@@ -47,10 +47,10 @@ def steady_precreated(
         insert, target_ms, late_insert_ms = _created_beforehand(
             server, application, count, insert_rate_guess, per_alarm_ms=1000 / rate
         )
-        cpu_before = _cpu_s(server)
+        cpu_before = cpu_snapshot(server)
         _wait_while_delivering(collector, insert["created"], duration_s + 10 + SETTLE_S)
         time.sleep(1.0)  # late duplicates would arrive here
-        cpu_used = _cpu_per_alarm_us(cpu_before, _cpu_s(server), insert["created"])
+        cpu_used = cpu_per_alarm_us(cpu_before, cpu_snapshot(server), insert["created"])
         arrivals = collector.stop()
         memory = server.memory_mb()
         rows = server.rung_rows(application)
@@ -118,14 +118,14 @@ def _steady_on(
     application = f"steady{uuid.uuid4().hex[:6]}"
     collector = Collector(server.exchange, application, workdir).start()
     wrk = WrkCreate(server.base_url, "wrkmixed", int(duration_s)).start() if with_api_load else None
-    cpu_before = _cpu_s(server)
+    cpu_before = cpu_snapshot(server)
     load = SteadyLoad(server.base_url, application, rate, duration_s).start().join()
     api_load = wrk.result() if wrk else None
     deadline = time.monotonic() + 10 + SETTLE_S
     while collector.count() < load["created"] and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)  # late duplicates would arrive here
-    cpu_used = _cpu_per_alarm_us(cpu_before, _cpu_s(server), load["created"])
+    cpu_used = cpu_per_alarm_us(cpu_before, cpu_snapshot(server), load["created"])
     arrivals = collector.stop()
     memory = server.memory_mb()
     rows = server.rung_rows(application)
@@ -140,7 +140,7 @@ def _steady_on(
     }
 
 
-def _cpu_s(server: BenchServer, collector: Collector | None = None) -> dict[str, float]:
+def cpu_snapshot(server: BenchServer, collector: Collector | None = None) -> dict[str, float]:
     """CPU seconds used so far by the engine's process, the MariaDB and RabbitMQ servers (all
     they served meanwhile) and, if given, the collector."""
     used = {"engine": server.cpu_s(), "web": server.web_cpu_s(), **services_cpu_s()}
@@ -149,7 +149,7 @@ def _cpu_s(server: BenchServer, collector: Collector | None = None) -> dict[str,
     return used
 
 
-def _cpu_per_alarm_us(before: dict[str, float], after: dict[str, float], alarms: int,
+def cpu_per_alarm_us(before: dict[str, float], after: dict[str, float], alarms: int,
                       unit: str = "alarm") -> dict:  # fmt: skip
     return {f"{name}_cpu_us_per_{unit}": (used - before.get(name, 0.0)) * 1e6 / max(alarms, 1)
             for name, used in after.items()}  # fmt: skip
@@ -191,11 +191,11 @@ def burst(
         insert, target_ms, late_insert_ms = _created_beforehand(
             server, application, count, insert_rate_guess
         )
-        cpu_before = _cpu_s(server, collector)  # the drain's, not the inserts' aftermath
+        cpu_before = cpu_snapshot(server, collector)  # the drain's, not the inserts' aftermath
         deadline = time.monotonic() + count / 2_000 + 30
         while collector.count() < insert["created"] and time.monotonic() < deadline:
             time.sleep(0.5)
-        cpu_used = _cpu_per_alarm_us(cpu_before, _cpu_s(server, collector), insert["created"])
+        cpu_used = cpu_per_alarm_us(cpu_before, cpu_snapshot(server, collector), insert["created"])
         arrivals = collector.stop()
         memory = server.memory_mb()
         rows = server.rung_rows(application)
@@ -260,9 +260,9 @@ def create(workdir: Path, duration_s: int, batch_alarms: int, **server_settings:
     first the same wrk against the HTTP stack alone, for the share the web stack takes."""
     http_alone = http_alone_rate(duration_s, int(server_settings.get("web_processes", 2)))
     with BenchServer(workdir, **server_settings) as server:
-        cpu_before = _cpu_s(server)
+        cpu_before = cpu_snapshot(server)
         single = WrkCreate(server.base_url, "wrkcreate", duration_s).start().result()
-        single |= _cpu_per_alarm_us(cpu_before, _cpu_s(server), single["requests"], "request")
+        single |= cpu_per_alarm_us(cpu_before, cpu_snapshot(server), single["requests"], "request")
         far = int(time.time() * 1000) + 86_400_000
         batch = bulk_create(server.base_url, f"batch{uuid.uuid4().hex[:6]}", batch_alarms, far)
         memory = server.memory_mb()
