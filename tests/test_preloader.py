@@ -7,9 +7,13 @@ preload interval."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import pytest
 
-from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.engine.alarm_engine import WAKE_MARGIN_MS, AlarmEngine
+from clock_server.engine.loop import StepLoop
 from clock_server.metrics import Metrics
 from clock_server.model import Claim, NewAlarm
 from clock_server.settings import Settings
@@ -142,3 +146,37 @@ def test_claims_given_back_by_a_full_heap_are_looked_for_from_the_start(store, f
     assert engine.preloader.run_once() == 0.0
     engine.preloader.run_once()
     assert floors(engine)[-1] is None
+
+
+def test_alarms_announced_due_soon_share_one_pass_by_the_margin_before_the_first(
+    store, fake_clock, engine
+):
+    loop = StepLoop("test-preload", engine.preloader.run_once, engine.preload_waker)
+    loop.start()
+    try:
+        fake_clock.wait_for_waiters(1)  # the first pass is done; the loop waits an interval
+        passes = len(floors(engine))
+        first_in_ms = WAKE_MARGIN_MS + 300
+        ids = add_due(store, fake_clock, 2, first_in_ms)  # due at +800 and +900: under a batch
+        for i in range(2):
+            engine.notify_due(fake_clock.now_ms() + first_in_ms + i * 100)
+        fake_clock.advance(299)
+        # not one pass per alarm: none yet (a loop woken at once would have passed by now)
+        assert not wait_until(lambda: len(floors(engine)) > passes, timeout_s=0.5)
+        fake_clock.advance(1)  # the margin before the first is due
+        fake_clock.wait_for_waiters(1)
+        assert wait_until(lambda: len(floors(engine)) == passes + 1)
+        assert floors(engine)[-1] is None  # from the start: they may be below a floor
+        assert set(ids) <= held_ids(engine)
+    finally:
+        loop.stop()
+        assert loop.join(5)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

@@ -193,10 +193,14 @@ class AlarmEngine:
         log.info("engine %s started", self.settings.instance_id, extra={"action": "engine_started"})
 
     def notify_due(self, due_ms: int) -> None:
-        """An alarm was written that falls due at `due_ms`: claim it now if the next regular
-        preload pass might come too late for it."""
-        if due_ms <= self.clock.now_ms() + self._wake_horizon_ms:
-            self._claims_returned()
+        """An alarm was written that falls due at `due_ms`: if the next regular preload pass
+        might come too late for it, make sure a pass starts by WAKE_MARGIN_MS before it is
+        due. Not at once: at a steady rate of alarms created a second or so before they fall
+        due, one pass then claims the alarms of many creates, not of one each."""
+        if due_ms > self.clock.now_ms() + self._wake_horizon_ms:
+            return
+        self.preloader.rescan()
+        self.preload_waker.wake_by(due_ms - WAKE_MARGIN_MS)
 
     def _claims_returned(self) -> None:
         """Alarms became due that the preloader's next pass may not see: it scans from the

@@ -13,21 +13,49 @@ log = logging.getLogger(__name__)
 
 
 class Waker:
-    """A wait on the Clock with the promise that a wake() during the step skips the next wait."""
+    """A wait on the Clock with the promise that a wake() during the step skips the next wait,
+    and that a wake_by() during the step or the wait ends the wait by then."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._woken = False
+        self._by_ms: int | None = None
 
     def wake(self) -> None:
+        with self._lock:
+            self._woken = True
+        self._event.set()
+
+    def wake_by(self, at_ms: int) -> None:
+        """End the wait by `at_ms` (at once if that has passed). Many calls before the wait
+        ends cost the waiting thread one wake-up each only when they move its end sooner."""
+        with self._lock:
+            if self._by_ms is not None and self._by_ms <= at_ms:
+                return
+            self._by_ms = at_ms
         self._event.set()
 
     def arm(self) -> None:
-        """Forget earlier wakes; called before the step, so wakes during it still count."""
-        self._event.clear()
+        """Forget earlier wakes, and the end a wake_by() asked for: the step about to run
+        does what they asked. Called before the step, so wakes during it still count."""
+        with self._lock:
+            self._woken = False
+            self._by_ms = None
+            self._event.clear()
 
     def wait(self, timeout_s: float) -> None:
-        self._clock.wait(self._event, max(int(timeout_s * 1000), 1))
+        until_ms = self._clock.now_ms() + max(int(timeout_s * 1000), 1)
+        while True:
+            now_ms = self._clock.now_ms()
+            with self._lock:
+                if self._woken or (self._by_ms is not None and self._by_ms <= now_ms):
+                    return
+                end_ms = until_ms if self._by_ms is None else min(until_ms, self._by_ms)
+                self._event.clear()  # set again by a wake or wake_by from here on
+            if end_ms <= now_ms or not self._clock.wait(self._event, end_ms - now_ms):
+                return
 
 
 class StepLoop:

@@ -1,0 +1,77 @@
+"""The step loop's wait, stepped with a fake clock: a wake() ends it at once, a wake_by() by
+the time it names, and neither is lost when it comes during the step."""
+
+from __future__ import annotations
+
+import threading
+
+from clock_server.engine.loop import Waker
+from clock_server.testing import SettableClock
+
+
+def waiting(waker: Waker, clock: SettableClock, timeout_s: float) -> threading.Thread:
+    thread = threading.Thread(target=waker.wait, args=(timeout_s,), daemon=True)
+    thread.start()
+    clock.wait_for_waiters(1)
+    return thread
+
+
+def ended(thread: threading.Thread) -> bool:
+    thread.join(1.0)
+    return not thread.is_alive()
+
+
+def test_a_wait_ends_at_its_timeout(fake_clock):
+    waker = Waker(fake_clock)
+    thread = waiting(waker, fake_clock, 1.0)
+    fake_clock.advance(999)
+    assert not ended(thread)
+    fake_clock.advance(1)
+    assert ended(thread)
+
+
+def test_wake_by_during_the_wait_ends_it_by_then_and_a_later_one_changes_nothing(fake_clock):
+    waker = Waker(fake_clock)
+    thread = waiting(waker, fake_clock, 1.0)
+    now = fake_clock.now_ms()
+    waker.wake_by(now + 300)
+    waker.wake_by(now + 600)  # later: the wait still ends at +300
+    fake_clock.advance(299)
+    assert not ended(thread)
+    fake_clock.advance(1)
+    assert ended(thread)
+
+
+def test_wake_by_a_time_already_past_ends_the_wait_at_once(fake_clock):
+    waker = Waker(fake_clock)
+    thread = waiting(waker, fake_clock, 1.0)
+    waker.wake_by(fake_clock.now_ms() - 1)
+    assert ended(thread)
+
+
+def test_wake_by_during_the_step_shortens_the_next_wait_and_arm_forgets_it(fake_clock):
+    waker = Waker(fake_clock)
+    waker.arm()
+    waker.wake_by(fake_clock.now_ms() + 200)  # during the step
+    thread = waiting(waker, fake_clock, 1.0)
+    fake_clock.advance(200)
+    assert ended(thread)
+    waker.arm()  # the next step does what it asked
+    thread = waiting(waker, fake_clock, 1.0)
+    fake_clock.advance(999)
+    assert not ended(thread)
+    fake_clock.advance(1)
+    assert ended(thread)
+
+
+def test_a_wake_during_the_step_skips_the_next_wait(fake_clock):
+    waker = Waker(fake_clock)
+    waker.arm()
+    waker.wake()
+    thread = threading.Thread(target=waker.wait, args=(1.0,), daemon=True)
+    thread.start()
+    assert ended(thread)  # with the fake clock standing still
+    waker.arm()
+    thread = waiting(waker, fake_clock, 1.0)
+    waker.wake()
+    assert ended(thread)
