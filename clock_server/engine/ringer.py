@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
@@ -76,6 +76,10 @@ class Ringer:
     (a database busy with other work, threads woken late on a busy machine), the lead grows to
     cover it, up to ``lead_max_ms`` (`LockLead`). A cancel may wait that much longer.
 
+    ``on_lane_free`` wakes the ring loop: when a lane comes free while the loop waits for one,
+    and when a batch puts claims back that fall due before the loop was to wake. Not after
+    every batch: at a steady rate each wake-up would be one more pass of the loop per alarm.
+
     ``on_dead`` is called once a batch that marked alarms dead has committed (to wake the
     dead-letter relay).
 
@@ -131,15 +135,20 @@ class Ringer:
         self._in_flight: set[futures.Future[None]] = set()
         self._lanes_busy = 0  # of the `lanes`, not the express ones
         self._in_flight_lock = threading.Lock()
+        # Set before the loop tries for a lane, and read by a lane after it came free: a lane
+        # freed after a failed try always sees it set.
+        self._loop_wants_lane = False
 
     def run_once(self) -> float | None:
         """Ring what is due; returns seconds until the next due claim, 0 to go on, None if idle."""
+        self._loop_wants_lane = True
         if self._express is not None:
             self._express_beside_backlog()
         if self._lanes is not None and (
             self._held_back_beside_others() or not self._lanes.acquire(blocking=False)
         ):
             return self._express_once()
+        self._loop_wants_lane = False
         now_ms = self.clock.now_ms()
         # A thread that wakes late (a busy machine) is late for the lock as much as a slow
         # database is: the lead is measured from when this pass was asked for.
@@ -282,8 +291,17 @@ class Ringer:
             with self._in_flight_lock:
                 self._lanes_busy -= lane is self._lanes
             lane.release()
-            if self.on_lane_free is not None:
-                self.on_lane_free()
+            if self._loop_wants_lane:
+                self._wake_loop()
+
+    def _wake_loop(self) -> None:
+        if self.on_lane_free is not None:
+            self.on_lane_free()
+
+    def _push_back(self, claims: Iterable[Claim]) -> None:
+        """Return claims to the heap from a lane: the loop may sleep past their due time."""
+        if self.heap.push_many(claims).head_moved_earlier:
+            self._wake_loop()
 
     def ring(self, due: list[Claim], since_ms: int | None = None, express: bool = False) -> None:
         """Ring `due`, which was to be taken off the heap at `since_ms` (now, if not given)."""
@@ -305,7 +323,7 @@ class Ringer:
                 "ring batch of %d failed: %s", len(due), error, extra={"action": "ring_db_error"}
             )
             retry_at = self.clock.now_ms() + DB_RETRY_MS
-            self.heap.push_many(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
+            self._push_back(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
             return
         self.metrics.heap_size.set(len(self.heap))
         if died and self.on_dead is not None:
@@ -416,7 +434,7 @@ class Ringer:
         if not far:
             return rows
         claims = {claim.id: claim for claim in due}
-        self.heap.push_many(claims[r.id]._replace(due_ms=_ready_at(r, due_at)) for r in far)
+        self._push_back(claims[r.id]._replace(due_ms=_ready_at(r, due_at)) for r in far)
         return [r for r in rows if _ready_at(r, due_at) <= limit]
 
     def _record(
