@@ -288,7 +288,7 @@ def test_without_a_dead_letter_exchange_no_letter_is_written_and_no_relay_runs(
     runtime = build(Settings(database_url=sqlite_url, dead_letter_exchange=""), serve_http=False)
     try:
         assert runtime.engine is not None and runtime.engine.dead_letters is None
-        assert runtime.engine.ringer.on_dead is None
+        assert runtime.engine.ringer.batches.on_dead is None
     finally:
         runtime.store.close()
 

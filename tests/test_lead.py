@@ -85,7 +85,7 @@ def _ring_after_a_slow_lock(store, clock: SettableClock, lead_max_ms: int) -> li
     engine = AlarmEngine(
         settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, clock, Metrics()
     )
-    engine.ringer.claims = _SlowLocks(engine.ringer.claims, clock, 30)
+    engine.ringer.batches.claims = _SlowLocks(engine.ringer.batches.claims, clock, 30)
     now = clock.now_ms()
     store.create_many([NewAlarm("app", f"first{lead_max_ms}", "p", now, None)], now)
     engine.preloader.run_once()
