@@ -49,7 +49,13 @@ def test_a_shutdown_that_outlives_its_deadline_is_ended_by_the_backstop() -> Non
 
 def test_only_the_signals_named_are_taken() -> None:
     exits = Exits()
-    with ShutdownSignals(3_600, lambda: None, (signal.SIGTERM,), exit_now=exits):
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
+    # Python's own SIGINT handler, whatever the suite was started with (a shell starts a
+    # background job with SIGINT ignored, and Python then leaves it so)
+    started_with = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with ShutdownSignals(3_600, lambda: None, (signal.SIGTERM,), exit_now=exits):
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, started_with)
