@@ -24,7 +24,7 @@ from clock_server.store.dead_letters import DeadLetterRows
 from clock_server.store.events import RingEvents
 from clock_server.store.row_locks import lock_ring_rows_sql
 from clock_server.store.schema import alarm_table
-from clock_server.store.sql import DriverCursor, chunks, id_list, translate_errors
+from clock_server.store.sql import chunks, id_list, translate_errors
 
 _ID_CHUNK = 1_000
 _TABLE = alarm_table.name
@@ -198,8 +198,6 @@ class SqlRingTransaction:
         self.conn = conn
         self.caps = caps
         self.status = status  # what lock_live finds live
-        self._driver = DriverCursor(conn)  # the lock and the final status: once per alarm
-        # at a steady rate, where SQLAlchemy's per-statement work was a fifth of the cost
         # Not a method of this object: the events would hold the transaction, and the cycle
         # would keep the batch's rows alive until the garbage collector's pass, whose length
         # grows with them (finding 47).
@@ -217,7 +215,7 @@ class SqlRingTransaction:
         live: list[RingRow] = []
         make = RingRow._make
         for chunk in chunks(sorted(wanted), _ID_CHUNK):
-            for row in self._driver.rows(lock_ring_rows_sql(self.caps, chunk, self.status)):
+            for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk, self.status)):
                 if row[9] == wanted[row[0]]:
                     live.append(make(row[:9]))
         self._locked.add(live)
@@ -290,4 +288,6 @@ class SqlRingTransaction:
             + (f", {also}" if also else "")
         )
         for chunk in chunks(list(ids), _ID_CHUNK):
-            self._driver.run(f"UPDATE {_TABLE} SET {assignments} WHERE id IN ({id_list(chunk)})")
+            self.conn.exec_driver_sql(
+                f"UPDATE {_TABLE} SET {assignments} WHERE id IN ({id_list(chunk)})"
+            )

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
 
-from sqlalchemy import Connection, exc
+from sqlalchemy import exc
 from sqlalchemy.engine import Dialect
 
 from clock_server.errors import Unavailable
@@ -44,42 +43,3 @@ def chunks(items: list, size: int) -> Iterator[list]:  # type: ignore[type-arg]
 def id_list(ids: Sequence[int]) -> str:
     """Ids written into a statement: cheaper than binding 1,000 parameters, and safe as ints."""
     return ",".join(str(int(alarm_id)) for alarm_id in ids)
-
-
-class DriverCursor:
-    """Statements written out in full, run on the DBAPI cursor of `conn`'s transaction.
-
-    For the ring path, where a batch at a steady rate holds one alarm: a statement through
-    SQLAlchemy's execution machinery (`exec_driver_sql`) cost about 60 µs of CPU more than
-    on the cursor itself (finding 50). A driver error is raised as the SQLAlchemy error that
-    `exec_driver_sql` would raise, with the connection invalidated on a disconnect as it
-    would be, so that `translate_errors` and the pool treat it alike.
-    """
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self._cursor: Any = None
-
-    def rows(self, statement: str) -> list[tuple[Any, ...]]:
-        cursor = self._run(statement)
-        return list(cursor.fetchall())
-
-    def run(self, statement: str) -> None:
-        self._run(statement)
-
-    def _run(self, statement: str) -> Any:
-        conn = self._conn
-        if self._cursor is None:
-            self._cursor = conn.connection.cursor()
-        dialect = conn.dialect
-        try:
-            self._cursor.execute(statement)
-        except dialect.loaded_dbapi.Error as error:
-            gone = dialect.is_disconnect(error, conn.connection, self._cursor)
-            if gone:
-                conn.invalidate(error)
-            raise exc.DBAPIError.instance(
-                statement, None, error, dialect.loaded_dbapi.Error,
-                connection_invalidated=gone, dialect=dialect,
-            ) from error  # fmt: skip
-        return self._cursor
