@@ -17,17 +17,20 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 import requests
 from flask import Flask, jsonify, request
 
 from bench.clockserver import process_cpu_s
 from bench.wrk_load import WrkCreate
+from clock_server.runtime.build import build_web
 from clock_server.runtime.http_server import create_http_server
 from clock_server.runtime.sockets import listening_sockets
 from clock_server.settings import Settings
 
 LISTEN_FD = "CLOCK_BENCH_LISTEN_FD"
+APP_ENV = "CLOCK_BENCH_APP"
 
 
 def echo_app() -> Flask:
@@ -87,10 +90,29 @@ def _wait_healthy(base_url: str, children: list[subprocess.Popen[bytes]]) -> Non
     raise RuntimeError("the echo servers did not answer within 20 s")
 
 
+class _NoEngine:
+    """Stands in for the engine and the broker: the API's own work, alone."""
+
+    def notify_due(self, due_ms: int) -> None:
+        pass
+
+    def is_healthy(self) -> bool:
+        return True
+
+
+def served_app() -> Any:
+    """The echo app, or with CLOCK_BENCH_APP=clock clock's own API on CLOCK_DATABASE_URL
+    (a web worker's, without the engine: creates are stored and nothing rings)."""
+    if os.environ.get(APP_ENV) != "clock":
+        return echo_app()
+    app, _store = build_web(Settings.from_env(), notifier=_NoEngine(), broker=_NoEngine())
+    return app
+
+
 def _serve() -> None:
     logging.getLogger("waitress").setLevel(logging.ERROR)  # its queue warnings, expected here
     listener = socket.socket(fileno=int(os.environ[LISTEN_FD]))
-    server = create_http_server(echo_app(), Settings.from_env(), sockets=[listener])
+    server = create_http_server(served_app(), Settings.from_env(), sockets=[listener])
     try:
         server.run()
     finally:

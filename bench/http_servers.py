@@ -1,6 +1,9 @@
-"""WSGI servers side by side: the echo app of `bench.http_alone` under the same wrk load.
+"""WSGI servers side by side: the echo app of `bench.http_alone`, or clock's own API, under the
+same wrk load.
 
-Three servers, each with two processes, take turns (round after round) serving `echo_app`:
+Three servers, each with two processes, take turns (round after round) serving `echo_app`
+(or with `--app clock`, clock's API as a web worker builds it, on a fresh MariaDB database,
+without the engine: single creates stored, nothing rung):
 waitress as clock-server serves its API (`bench.http_alone`'s own code path: one process per
 SO_REUSEPORT socket, CLOCK_HTTP_THREADS threads), gunicorn's gthread worker (2 workers, 32
 threads each) and granian in WSGI mode (2 workers, its default threads). Each gets scenario
@@ -8,7 +11,7 @@ threads each) and granian in WSGI mode (2 workers, its default threads). Each ge
 the CPU time of the server's processes (the master and its workers) is read from /proc before
 and after. Benchmark only: gunicorn and granian are not dependencies of clock-server.
 
-    python -m bench.http_servers [--seconds 10] [--rounds 2]
+    python -m bench.http_servers [--seconds 10] [--rounds 2] [--app clock]
 """
 
 from __future__ import annotations
@@ -19,15 +22,19 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.clockserver import process_cpu_s
-from bench.http_alone import _wait_healthy, echo_app, http_alone_rate
+from sqlalchemy import create_engine, text
+
+from bench.clockserver import MARIADB_URL, process_cpu_s
+from bench.http_alone import APP_ENV, _wait_healthy, http_alone_rate, served_app
 from bench.wrk_load import WrkCreate
+from clock_server.store.migrate import upgrade_url
 
 # the WSGI object gunicorn and granian import (`bench.http_servers:app`)
-app = echo_app()
+app = served_app()
 
 BIN = Path(sys.executable).parent
 
@@ -116,17 +123,42 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--app", choices=("echo", "clock"), default="echo")
     args = parser.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    with contextlib.ExitStack() as stack:
+        if args.app == "clock":
+            os.environ[APP_ENV] = "clock"
+            os.environ["CLOCK_DATABASE_URL"] = stack.enter_context(_migrated_database())
+        _rounds(args.seconds, args.rounds)
+
+
+@contextlib.contextmanager
+def _migrated_database() -> Iterator[str]:
+    """A fresh MariaDB database at the newest schema, dropped afterwards."""
+    name = f"bench_http_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    try:
+        upgrade_url(f"{MARIADB_URL}/{name}")
+        yield f"{MARIADB_URL}/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE `{name}`"))
+        admin.dispose()
+
+
+def _rounds(seconds: int, rounds: int) -> None:
     print("| round | server | processes | requests/s | p50 ms | p99 ms | max ms | errors "
           "| server CPU us/request |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
-    for round_no in range(1, args.rounds + 1):
+    for round_no in range(1, rounds + 1):
         names = list(SERVERS)
         if round_no % 2 == 0:  # alternate the order, so that no server always goes first
             names.reverse()
         for name in names:
-            f = SERVERS[name](args.seconds)
+            f = SERVERS[name](seconds)
             errors = f["errors_status"] + f["errors_connect"] + f["errors_timeout"]
             print(f"| {round_no} | {name} | {f['processes']} | {f['requests_per_s']:,.0f} "
                   f"| {f['p50_ms']:.1f} | {f['p99_ms']:.1f} | {f['max_ms']:.1f} | {errors} "
