@@ -96,10 +96,11 @@ def start_ringing(cluster: Cluster, server: ServerProcess) -> list[int]:
 
 
 def start_two(cluster: Cluster, faulty: str) -> tuple[ServerProcess, list[int]]:
-    """A server that claims 3,000 alarms due over 3 s from 2 s on, then a survivor; returns
-    the first and the ids once 1,000 have arrived."""
+    """A server that claims 3,000 alarms due over 3 s from 4 s on, then a survivor; returns
+    the first and the ids once 1,000 have arrived. The 4 s are for the survivor's start: on
+    a slow machine it took long enough that the first had rung every alarm by then."""
     server = cluster.server(faulty, **DEFAULTS).start()
-    ids = cluster.create_batch(server, 3_000, spread_ms=3_000, offset_ms=2_000)
+    ids = cluster.create_batch(server, 3_000, spread_ms=3_000, offset_ms=4_000)
     deadline = time.monotonic() + 5  # its next preload pass, at most one interval away
     while len(orphans_of(cluster, faulty)) < len(ids):
         assert time.monotonic() < deadline, f"{faulty} did not claim the alarms"
