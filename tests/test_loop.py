@@ -21,13 +21,19 @@ def ended(thread: threading.Thread) -> bool:
     return not thread.is_alive()
 
 
+def ends_after(thread: threading.Thread, clock: SettableClock, ms: int) -> bool:
+    """Whether the wait in `thread` ends once the clock has moved `ms`, and not a ms sooner."""
+    clock.advance(ms - 1)
+    if ended(thread):
+        return False
+    clock.advance(1)
+    return ended(thread)
+
+
 def test_a_wait_ends_at_its_timeout(fake_clock):
     waker = Waker(fake_clock)
     thread = waiting(waker, fake_clock, 1.0)
-    fake_clock.advance(999)
-    assert not ended(thread)
-    fake_clock.advance(1)
-    assert ended(thread)
+    assert ends_after(thread, fake_clock, 1_000)
 
 
 def test_wake_by_during_the_wait_ends_it_by_then_and_a_later_one_changes_nothing(fake_clock):
@@ -36,10 +42,7 @@ def test_wake_by_during_the_wait_ends_it_by_then_and_a_later_one_changes_nothing
     now = fake_clock.now_ms()
     waker.wake_by(now + 300)
     waker.wake_by(now + 600)  # later: the wait still ends at +300
-    fake_clock.advance(299)
-    assert not ended(thread)
-    fake_clock.advance(1)
-    assert ended(thread)
+    assert ends_after(thread, fake_clock, 300)
 
 
 def test_wake_by_a_time_already_past_ends_the_wait_at_once(fake_clock):
@@ -58,10 +61,7 @@ def test_wake_by_during_the_step_shortens_the_next_wait_and_arm_forgets_it(fake_
     assert ended(thread)
     waker.arm()  # the next step does what it asked
     thread = waiting(waker, fake_clock, 1.0)
-    fake_clock.advance(999)
-    assert not ended(thread)
-    fake_clock.advance(1)
-    assert ended(thread)
+    assert ends_after(thread, fake_clock, 1_000)
 
 
 def test_a_wake_during_the_step_skips_the_next_wait(fake_clock):
