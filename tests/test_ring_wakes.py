@@ -83,7 +83,7 @@ class FailingOnce(SqlClaimStore):
 def test_claims_a_failed_batch_puts_back_wake_the_loop(store, fake_clock, publisher):
     engine = engine_on(store, fake_clock, publisher, ring_lanes=2, ring_lead_ms=0)
     engine.ringer.batches.claims = claims = FailingOnce(store)
-    engine.ringer.on_lane_free = wakes = Wakes()
+    engine.ringer.batches.on_pushed_back = wakes = Wakes()
     now = fake_clock.now_ms()
     create(store, now, "app", [now + 1_000, now + 9_000])
     preload(engine)

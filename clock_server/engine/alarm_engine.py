@@ -12,9 +12,11 @@ from clock_server.engine.channels import Channels
 from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
+from clock_server.engine.lead import LockLead
 from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
 from clock_server.engine.preloader import Preloader
+from clock_server.engine.ring_batch import BatchRinger
 from clock_server.engine.ringer import EXPRESS_LANES, Ringer
 from clock_server.engine.webhook_recorder import WebhookRecorder
 from clock_server.engine.webhooks import WebhookDispatcher
@@ -32,6 +34,8 @@ from clock_server.timesource import Clock
 log = logging.getLogger(__name__)
 
 WAKE_MARGIN_MS = 500
+# An application with at most this many alarms due rings in an express lane beside a backlog.
+FEW_DUE = 50
 
 
 def wake_horizon_ms(settings: Settings) -> int:
@@ -134,23 +138,32 @@ class AlarmEngine:
                 on_room=self.ring_waker.wake,
             )
             channels = Channels(policies, self.webhooks)
-        self.ringer = Ringer(
+        batches = BatchRinger(
             claims,
             self.heap,
             publisher,
             clock,
             metrics,
             retry,
-            batch=settings.ring_batch,
+            LockLead(settings.ring_lead_ms, settings.ring_lead_max_ms),
             publish_timeout_s=settings.publish_timeout_s,
+            few_due=FEW_DUE,
+            on_pushed_back=self.ring_waker.wake,
+            express_publisher=express_publisher,
+            gate=gate,
+            channels=channels,
+            on_dead=on_dead,
+        )
+        self.ringer = Ringer(
+            claims,
+            self.heap,
+            clock,
+            batches,
+            batch=settings.ring_batch,
             lanes=settings.ring_lanes,
-            lead_ms=settings.ring_lead_ms,
-            lead_max_ms=settings.ring_lead_max_ms,
             on_lane_free=self.ring_waker.wake,
             gate=gate,
-            express_publisher=express_publisher,
             hold_in_heap_ms=settings.preload_window_ms,
-            on_dead=on_dead,
             channels=channels,
         )
         self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)

@@ -92,6 +92,7 @@ class BatchRinger:
         self.metrics = metrics
         self.retry = retry
         self.lead = lead
+        metrics.ring_lead_ms.set(lead.ms)
         self.publish_timeout_s = publish_timeout_s
         self.few_due = few_due
         self.on_pushed_back = on_pushed_back

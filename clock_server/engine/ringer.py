@@ -9,16 +9,12 @@ from collections.abc import Callable
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 
-from clock_server.broker.publisher import Publisher
 from clock_server.deadline import Deadline
-from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.channels import Channels
 from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
-from clock_server.engine.lead import LockLead
 from clock_server.engine.ring_batch import BatchRinger
 from clock_server.errors import Unavailable
-from clock_server.metrics import Metrics
 from clock_server.model import Claim
 from clock_server.store.ports import ClaimStore
 from clock_server.timesource import Clock
@@ -41,12 +37,12 @@ class Ringer:
     transaction on its own thread: an alarm falling due while a batch waits for the broker's
     confirms and the database's commit is rung at once in another lane instead of waiting.
     When every lane is busy, due alarms gather in the heap and go out as one larger batch,
-    except those of applications with at most ``few_due`` due: the express lanes ring them
+    except those of applications with at most `batches.few_due` due: the express lanes ring them
     at once, so that a backlog of one application, which keeps every lane
     busy, does not make the others' few alarms wait for a lane. Beside such a backlog they
     go to an express lane even while a lane is free, so that they are not locked and
-    published with a large batch of the backlog; and with ``express_publisher`` the express
-    lanes publish on a connection of their own, not queued behind the backlog's messages, as
+    published with a large batch of the backlog; and the express lanes publish on the
+    batches' express connection, not queued behind the backlog's messages, as
     do the few alarms of such applications that a backlog's batch takes all the same (when
     every express lane is busy).
     There are EXPRESS_LANES of them: while one waits for its confirms and its commit, which
@@ -54,63 +50,43 @@ class Ringer:
     beside such a backlog at most BESIDE_BACKLOG_LANES of the lanes ring its batches at once,
     so that fewer busy threads stand between the express lanes and the interpreter lock.
 
-    With ``lead_ms`` > 0, alarms are taken off the heap that much before they are due and
-    their rows locked in advance; the lane then publishes each one the moment it is due, so
-    the lock's round trip is not part of the lateness. While locking takes longer than that
-    (a database busy with other work, threads woken late on a busy machine), the lead grows to
-    cover it, up to ``lead_max_ms`` (`LockLead`). A cancel may wait that much longer.
+    Alarms are taken off the heap `batches.lead` before they are due, and their rows locked
+    in advance; the lane then publishes each one the moment it is due, so the lock's round
+    trip is not part of the lateness (`LockLead`, grown while locking is slow).
 
-    ``on_lane_free`` wakes the ring loop: when a lane comes free while the loop waits for one,
-    and when a batch puts claims back that fall due before the loop was to wake. Not after
-    every batch: at a steady rate each wake-up would be one more pass of the loop per alarm.
+    ``on_lane_free`` wakes the ring loop when a lane comes free while the loop waits for one.
+    Not after every batch: at a steady rate that would be one more pass of the loop per
+    alarm. (A batch that puts claims back wakes it through `BatchRinger.on_pushed_back`.)
 
-    ``on_dead`` is called once a batch that marked alarms dead has committed (to wake the
-    dead-letter relay).
-
-    With ``channels``, the alarms of applications on the webhook or pull channel are not
-    published: the batch hands them off (`Channels`), a webhook call starting at the moment
-    a publish would.
+    With ``channels``, applications on the webhook channel with no room for more calls keep
+    their claims in the heap.
     """
 
     def __init__(
         self,
         claims: ClaimStore,
         heap: ClaimHeap,
-        publisher: Publisher,
         clock: Clock,
-        metrics: Metrics,
-        retry: RetryPolicy,
+        batches: BatchRinger,
         *,
         batch: int,
-        publish_timeout_s: float,
         lanes: int = 1,
-        lead_ms: int = 0,
-        lead_max_ms: int = 0,
         on_lane_free: Callable[[], None] | None = None,
         gate: DeliveryGate | None = None,
         hold_in_heap_ms: int = 10_000,
-        few_due: int = 50,
-        express_publisher: Publisher | None = None,
-        on_dead: Callable[[], None] | None = None,
         channels: Channels | None = None,
     ) -> None:
         self.claims = claims
         self.heap = heap
         self.clock = clock
+        self.batches = batches
         self.batch = batch
         self.on_lane_free = on_lane_free
         self.gate = gate
         self.hold_in_heap_ms = hold_in_heap_ms
-        self.few_due = few_due
+        self.few_due = batches.few_due
         self.channels = channels
-        self.lead = LockLead(lead_ms, lead_max_ms)
-        metrics.ring_lead_ms.set(self.lead.ms)
-        self.batches = BatchRinger(
-            claims, heap, publisher, clock, metrics, retry, self.lead,
-            publish_timeout_s=publish_timeout_s, few_due=few_due,
-            on_pushed_back=self._wake_loop, express_publisher=express_publisher, gate=gate,
-            channels=channels, on_dead=on_dead,
-        )  # fmt: skip
+        self.lead = batches.lead
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
         self._express = threading.BoundedSemaphore(EXPRESS_LANES) if lanes > 1 else None
@@ -275,9 +251,5 @@ class Ringer:
             with self._in_flight_lock:
                 self._lanes_busy -= lane is self._lanes
             lane.release()
-            if self._loop_wants_lane:
-                self._wake_loop()
-
-    def _wake_loop(self) -> None:
-        if self.on_lane_free is not None:
-            self.on_lane_free()
+            if self._loop_wants_lane and self.on_lane_free is not None:
+                self.on_lane_free()
