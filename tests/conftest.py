@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import delete
-from waitress import wasyncore
 
 from clock_server.api import Services, create_app
 from clock_server.metrics import Metrics
@@ -28,7 +27,14 @@ from clock_server.store.schema import (
     rate_bucket_table,
 )
 from clock_server.testing import InMemoryPublisher, SettableClock
-from tests.support import AMQP_URL, Cluster, delete_exchange, mariadb_database, unique
+from tests.support import (
+    AMQP_URL,
+    Cluster,
+    delete_exchange,
+    mariadb_database,
+    stop_waitress,
+    unique,
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -164,12 +170,7 @@ def live_server() -> Iterator[LiveServer]:
         try:
             yield LiveServer(f"http://127.0.0.1:{port}", AMQP_URL, exchange, url)
         finally:
-            # A lone waitress server's close() leaves its loop running; emptying the loop's
-            # map of sockets ends it.
-            server.task_dispatcher.shutdown()
-            wasyncore.close_all(server._map)
-            thread.join(10)
-            assert not thread.is_alive(), "the HTTP server did not stop"
+            stop_waitress(server, thread)
             runtime.stop()
             delete_exchange(exchange)
 

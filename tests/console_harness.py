@@ -14,14 +14,20 @@ from typing import Any
 import pika
 import pytest
 import requests
-from waitress import wasyncore
 
 from clock_server.api.tokens import load_tokens
 from clock_server.runtime.build import Runtime, build
 from clock_server.runtime.http_server import create_http_server
 from clock_server.settings import Settings
 from clock_server.testing import SettableClock
-from tests.support import AMQP_URL, delete_exchange, mariadb_database, settle, unique
+from tests.support import (
+    AMQP_URL,
+    delete_exchange,
+    mariadb_database,
+    settle,
+    stop_waitress,
+    unique,
+)
 
 CHROMIUM = os.environ.get("CLOCK_TEST_CHROMIUM", "/usr/bin/chromium")
 ADMIN = "console-admin-token-0123456789"
@@ -130,9 +136,7 @@ def console_server(now_ms: int) -> Iterator[ConsoleServer]:
             yield console
         finally:
             console.close()
-            server.task_dispatcher.shutdown()
-            wasyncore.close_all(server._map)
-            thread.join(10)
+            stop_waitress(server, thread)
             runtime.engine.liveness.leave()
             runtime.publisher.close(5)
             runtime.store.close()

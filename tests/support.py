@@ -22,6 +22,7 @@ import pika
 import requests
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.pool import NullPool
+from waitress import wasyncore
 from werkzeug.serving import make_server
 
 from clock_server.store import migrate
@@ -492,3 +493,14 @@ def serve_wsgi(app: Any) -> Iterator[str]:
     finally:
         httpd.shutdown()
         thread.join(10)
+
+
+def stop_waitress(server: Any, thread: threading.Thread) -> None:
+    """Stop a lone waitress server running in `thread`. Its close() leaves the loop running;
+    emptying the loop's map of sockets ends it, and that is done in the loop's own thread
+    (through its trigger): closed from here, a socket could vanish under the loop's select()
+    and the thread end in EBADF."""
+    server.task_dispatcher.shutdown()
+    server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+    thread.join(10)
+    assert not thread.is_alive(), "the HTTP server did not stop"
