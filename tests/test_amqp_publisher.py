@@ -263,11 +263,8 @@ def test_connection_lost_mid_batch_fails_unconfirmed(broker, make_publisher, mon
 @pytest.mark.rabbitmq
 def test_missing_confirms_time_out_as_false(broker, make_publisher, monkeypatch, caplog):
     publisher = make_publisher()
-    monkeypatch.setattr(publisher, "_on_confirm", lambda channel, frame: None)
-    # The channel opened after this reconnect registers the patched confirm callback.
-    publisher._ioloop.add_callback_threadsafe(publisher._connection.close)
-    assert _wait_until(lambda: not publisher.is_healthy(), 2.0)
-    assert publisher.wait_healthy(5.0)
+    # Every confirm, read by the connection itself or by pika, is settled here.
+    monkeypatch.setattr(publisher, "_settle", lambda tag, multiple, acked: None)
 
     with caplog.at_level(logging.WARNING, logger="clock_server.broker.amqp_publisher"):
         started = time.monotonic()
@@ -276,6 +273,48 @@ def test_missing_confirms_time_out_as_false(broker, make_publisher, monkeypatch,
     assert results == [False] * 5
     assert 0.3 <= time.monotonic() - started < 1.0
     assert "not confirmed within" in caplog.text
+
+
+@pytest.mark.rabbitmq
+def test_a_batch_is_sent_before_the_io_loop_turns_again(broker, make_publisher, monkeypatch):
+    publisher = make_publisher()
+    publish = publisher._publish
+    queued_after_publish: list[int] = []
+
+    def publish_and_look(batch):
+        publish(batch)
+        queued_after_publish.append(publisher._connection._transport.get_write_buffer_size())
+
+    monkeypatch.setattr(publisher, "_publish", publish_and_look)
+    application = broker.app()
+
+    assert publisher.publish_batch(_messages(application, 3), timeout_s=5.0) == [True] * 3
+    assert queued_after_publish == [0]
+    assert len(broker.drain(application)) == 3
+
+
+@pytest.mark.rabbitmq
+def test_acks_are_read_by_the_connection_and_nacks_by_pika(broker, make_publisher, monkeypatch):
+    publisher = make_publisher(declare_queues=False)
+    through_pika: list[str] = []
+    on_confirm = publisher._on_confirm
+
+    def count(channel, frame):
+        through_pika.append(type(frame.method).__name__)
+        on_confirm(channel, frame)
+
+    monkeypatch.setattr(publisher, "_on_confirm", count)
+    # The channel opened after this reconnect registers the counting confirm callback.
+    publisher._ioloop.add_callback_threadsafe(publisher._connection.close)
+    assert _wait_until(lambda: not publisher.is_healthy(), 2.0)
+    assert publisher.wait_healthy(5.0)
+    application = broker.app()
+    broker.bind_queue(application, {"x-max-length": 2, "x-overflow": "reject-publish"})
+
+    assert publisher.publish_batch(_messages(application, 2), timeout_s=5.0) == [True, True]
+    assert publisher.publish_batch(_messages(application, 3), timeout_s=5.0) == [False] * 3
+    assert through_pika and set(through_pika) == {"Nack"}
+    assert len(broker.drain(application)) == 2
 
 
 @pytest.mark.rabbitmq
