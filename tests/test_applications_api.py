@@ -591,6 +591,14 @@ def test_an_admin_token_may_do_everything(auth_api) -> None:
 # --- the document ----------------------------------------------------------------------------
 
 
+def test_the_webhook_secret_routes_document_no_query_parameter(api) -> None:
+    """They read none: a documented one (counts, once) invites requests they cannot refuse."""
+    document = api.client.get("/openapi.json").get_json()
+    item = document["paths"]["/v1/applications/{application}/webhook-secret"]
+    assert [(p["name"], p["in"]) for p in item["parameters"]] == [("application", "path")]
+    assert [p["name"] for p in document["paths"][ONE]["parameters"]] == ["application", "counts"]
+
+
 def test_real_answers_conform_to_the_openapi_document(api, auth_api) -> None:
     check = OpenApiChecker(api.client.get("/openapi.json").get_json())
     c = api.client

@@ -410,15 +410,14 @@ _COUNTS_PARAM = {
     "schema": {"type": "string", "enum": ["true", "false"]},
 }
 
-_APPLICATION_PARAMS = [
-    {
-        "name": "application",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
-    },
-    _COUNTS_PARAM,
-]
+_APPLICATION_PATH_PARAM = {
+    "name": "application",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+}
+
+_APPLICATION_PARAMS = [_APPLICATION_PATH_PARAM, _COUNTS_PARAM]
 
 
 def _application_schema() -> dict[str, Any]:
@@ -736,7 +735,7 @@ def openapi_document() -> dict[str, Any]:
     paths["/v1/overview"] = overview_path(_admin_errors(401, 403, 503))
     paths.update(pull_paths(_errors(400, 401, 403, 413, 503), _errors(429)["429"]))
     paths["/v1/applications/{application}/webhook-secret"] = webhook_secret_path(
-        _APPLICATION_PARAMS, _admin_errors(400, 401, 403, 404, 503)
+        [_APPLICATION_PATH_PARAM], _admin_errors(400, 401, 403, 404, 503)
     )
     return {
         "openapi": "3.1.0",
