@@ -15,6 +15,7 @@ Writes bench/results/<stamp>.json and .md and docs/perf/lateness.png.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -141,7 +142,10 @@ def main() -> None:
         raw["peer_size_burst"] = repeat(runs, f"burst of {sizes['peer_burst']:,}",
                                         lambda: scenarios.burst(workdir, sizes["peer_burst"], **server))  # fmt: skip
     if "noisy" in chosen:
-        raw["noisy"] = repeat(runs, "noisy neighbour", lambda: noisy_pair(workdir, sizes))
+        pairs = itertools.count()
+        raw["noisy"] = repeat(
+            runs, "noisy neighbour", lambda: noisy_pair(workdir, sizes, next(pairs))
+        )
     if "purge" in chosen:
         raw["purge"] = repeat(runs, "purge", lambda: purge_pair(workdir, sizes))
     if "console" in chosen:  # one filled table; each call is timed several times in it
@@ -150,11 +154,12 @@ def main() -> None:
     finish(raw, stamp)
 
 
-def noisy_pair(workdir: Path, sizes: dict[str, int]) -> dict[str, Any]:
-    """A's burst alone, then beside B's 100 alarms a second."""
+def noisy_pair(workdir: Path, sizes: dict[str, int], pair: int) -> dict[str, Any]:
+    """A's burst alone and beside B's 100 alarms a second, the order turned every other pair
+    (as bench.noisy does): whatever one run leaves the next does not fall on one side only."""
+    order = ("alone", "beside") if pair % 2 == 0 else ("beside", "alone")
     return {
-        side: noisy.run_once(workdir, sizes["noisy_burst"], 100, side == "beside")
-        for side in ("alone", "beside")
+        side: noisy.run_once(workdir, sizes["noisy_burst"], 100, side == "beside") for side in order
     }
 
 
