@@ -155,16 +155,11 @@ class AlarmEngine:
             on_dead=on_dead,
         )
         self.ringer = Ringer(
-            claims,
-            self.heap,
-            clock,
             batches,
             batch=settings.ring_batch,
             lanes=settings.ring_lanes,
             on_lane_free=self.ring_waker.wake,
-            gate=gate,
             hold_in_heap_ms=settings.preload_window_ms,
-            channels=channels,
         )
         self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)
         self._ring_loop = StepLoop("clock-ring", self.ringer.run_once, self.ring_waker)

@@ -64,28 +64,24 @@ class Ringer:
 
     def __init__(
         self,
-        claims: ClaimStore,
-        heap: ClaimHeap,
-        clock: Clock,
         batches: BatchRinger,
         *,
         batch: int,
         lanes: int = 1,
         on_lane_free: Callable[[], None] | None = None,
-        gate: DeliveryGate | None = None,
         hold_in_heap_ms: int = 10_000,
-        channels: Channels | None = None,
     ) -> None:
-        self.claims = claims
-        self.heap = heap
-        self.clock = clock
+        # The store, heap, clock, limits and channels are the batches' own: one of each.
+        self.claims: ClaimStore = batches.claims
+        self.heap: ClaimHeap = batches.heap
+        self.clock: Clock = batches.clock
+        self.gate: DeliveryGate | None = batches.gate
+        self.channels: Channels | None = batches.channels
         self.batches = batches
         self.batch = batch
         self.on_lane_free = on_lane_free
-        self.gate = gate
         self.hold_in_heap_ms = hold_in_heap_ms
         self.few_due = batches.few_due
-        self.channels = channels
         self.lead = batches.lead
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
