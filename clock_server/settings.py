@@ -60,6 +60,7 @@ class Settings:
     ring_lanes: int = 4
     ring_lead_ms: int = 5
     ring_lead_max_ms: int = 50
+    ring_gather_ms: int = 20
     publish_timeout_s: float = 10.0
     retry_base_s: float = 1.0
     retry_cap_s: float = 300.0
@@ -151,6 +152,8 @@ class Settings:
             raise ConfigError(
                 "CLOCK_RING_LEAD_MAX_MS must be from 0 to 1000", field="ring_lead_max_ms"
             )
+        if not 0 <= self.ring_gather_ms <= 1_000:
+            raise ConfigError("CLOCK_RING_GATHER_MS must be from 0 to 1000", field="ring_gather_ms")
         if self.lease_s < 2 * self.preload_window_s:
             raise ConfigError(
                 "CLOCK_LEASE_S must be at least twice CLOCK_PRELOAD_WINDOW_S, so a claim "

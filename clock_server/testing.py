@@ -6,7 +6,9 @@ import threading
 import time
 from collections.abc import Sequence
 
+from clock_server.broker.publisher import TimedGroup
 from clock_server.model import DeadLetter, OutgoingMessage
+from clock_server.timesource import Clock
 
 
 class _Settled:
@@ -15,6 +17,32 @@ class _Settled:
 
     def wait(self, timeout_s: float) -> list[bool]:
         return self.outcome
+
+
+class _TimedInMemory:
+    """A timed group of the twin: sent, on the thread that waits for it, once its moment has
+    come on its clock (wait() sleeps on the clock until then)."""
+
+    def __init__(self, publisher: InMemoryPublisher, group: TimedGroup, clock: Clock) -> None:
+        self._publisher = publisher
+        self._group = group
+        self._clock = clock
+        self.sent_at_ms: int | None = None
+        self.too_late: list[int] = []
+
+    def wait(self, timeout_s: float) -> list[bool]:
+        group = self._group
+        self._clock.sleep_until(group.at_ms)
+        now_ms = self.sent_at_ms = self._clock.now_ms()
+        cutoffs = group.not_after_ms or [None] * len(group.messages)
+        self.too_late = [i for i, cut in enumerate(cutoffs) if cut is not None and cut < now_ms]
+        late = set(self.too_late)
+        messages = group.messages
+        if group.stamp is not None and now_ms != group.at_ms:
+            messages = group.stamp(now_ms)
+        sent = [message for i, message in enumerate(messages) if i not in late]
+        flags = iter(self._publisher.start_batch(sent).wait(timeout_s) if sent else [])
+        return [False if i in late else next(flags) for i in range(len(group.messages))]
 
 
 class InMemoryPublisher:
@@ -58,6 +86,10 @@ class InMemoryPublisher:
     def start_batch(self, messages: Sequence[OutgoingMessage]) -> _Settled:
         """Publish at once (see publish_batch); the returned handle gives the outcome."""
         return _Settled(self.publish_batch(messages, 0.0))
+
+    def start_timed(self, groups: Sequence[TimedGroup], clock: Clock) -> list[_TimedInMemory]:
+        """Each group is published (by start_batch) when its waiter finds its moment come."""
+        return [_TimedInMemory(self, group, clock) for group in groups]
 
     def is_healthy(self) -> bool:
         """True while ``healthy`` is set and ``close()`` has not been called."""

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.confirms import Batch, ConfirmTracker
+from clock_server.broker.publisher import TimedGroup
 from clock_server.errors import ConfigError
 from clock_server.model import OutgoingMessage
-from clock_server.testing import InMemoryPublisher
+from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import TcpProxy
 
 BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -449,3 +450,113 @@ def test_quorum_queues_are_declared_when_asked_for(broker, make_publisher) -> No
     types = dict(line.split("\t")[:2] for line in listing.splitlines() if "\t" in line)
     assert types[broker.prefix + application] == "quorum"
     assert len(broker.drain(application)) == 2
+
+
+# --- timed groups: handed over at once, each sent when its moment comes on the clock given,
+# never before, and without the messages whose cutoff has passed by then -------------------
+
+
+def _ids(received) -> list[str]:
+    return [properties.message_id for properties, _ in received]
+
+
+@pytest.mark.rabbitmq
+def test_each_group_is_sent_when_its_moment_comes_on_the_clock(broker, make_publisher):
+    publisher = make_publisher()
+    clock = SettableClock()
+    now = clock.now_ms()
+    application = broker.app()
+    broker.bind_queue(application)
+    first, second = _messages(application, 3), _messages(application, 5)[3:]
+
+    handed = publisher.start_timed(
+        [TimedGroup(now + 100, first), TimedGroup(now + 200, second)], clock
+    )
+
+    time.sleep(0.2)  # ten of the publisher's looks at the clock, which stands still
+    assert broker.drain(application) == []
+    clock.set(now + 99)
+    time.sleep(0.1)
+    assert broker.drain(application) == []
+    clock.set(now + 100)
+    assert handed[0].wait(5.0) == [True] * 3
+    assert handed[0].sent_at_ms == now + 100
+    assert _ids(broker.drain(application)) == [m.message_id for m in first]
+    clock.set(now + 250)
+    assert handed[1].wait(5.0) == [True, True]
+    assert handed[1].sent_at_ms == now + 250
+    assert _ids(broker.drain(application)) == [m.message_id for m in second]
+
+
+@pytest.mark.rabbitmq
+def test_messages_past_their_cutoff_at_the_moment_are_withheld(broker, make_publisher):
+    publisher = make_publisher()
+    clock = SettableClock()
+    now = clock.now_ms()
+    application = broker.app()
+    broker.bind_queue(application)
+    messages = _messages(application, 4)
+    cutoffs = [None, now + 120, now + 150, now + 110]
+
+    (timed,) = publisher.start_timed([TimedGroup(now + 100, messages, cutoffs)], clock)
+    clock.set(now + 130)
+
+    assert timed.wait(5.0) == [True, False, True, False]
+    assert timed.too_late == [1, 3]
+    assert _ids(broker.drain(application)) == [messages[0].message_id, messages[2].message_id]
+    # The delivery tags of what follows still match: only the sent messages took one.
+    after = _messages(application, 6)[4:]
+    assert publisher.publish_batch(after, timeout_s=5.0) == [True, True]
+    (all_late,) = publisher.start_timed([TimedGroup(now, after, [now, now])], clock)
+    assert all_late.wait(5.0) == [False, False] and all_late.too_late == [0, 1]
+    assert publisher.publish_batch(messages[:1], timeout_s=5.0) == [True]
+
+
+@pytest.mark.rabbitmq
+def test_groups_handed_to_a_closed_publisher_fail_at_once(broker, make_publisher):
+    publisher = make_publisher()
+    publisher.close()
+    clock = SettableClock()
+    (timed,) = publisher.start_timed([TimedGroup(clock.now_ms(), _messages("x", 2))], clock)
+    assert timed.wait(0.1) == [False, False]
+    assert timed.sent_at_ms is None
+
+
+def test_withheld_messages_take_no_delivery_tag():
+    tracker = ConfirmTracker()
+    first = Batch([OutgoingMessage(f"a{i}", "app", b"{}") for i in range(5)])
+    first.withhold([1, 3])
+    tracker.sent(first)
+    second = Batch([OutgoingMessage(f"b{i}", "app", b"{}") for i in range(2)])
+    tracker.sent(second)
+
+    tracker.confirm(3, multiple=True, acked=True)  # the three sent messages of the first
+    tracker.confirm(4, multiple=False, acked=False)  # the first of the second
+
+    assert first.done.is_set() and first.outcome() == [True, False, True, False, True]
+    assert [m.message_id for m in first.outgoing] == ["a0", "a2", "a4"]
+    assert not second.done.is_set()
+    tracker.confirm(5, multiple=False, acked=True)
+    assert second.outcome() == [False, True]
+
+
+def test_the_twin_publishes_a_group_when_its_waiter_finds_the_moment_come():
+    publisher = InMemoryPublisher()
+    clock = SettableClock()
+    now = clock.now_ms()
+    messages = _messages("app", 3)
+    (timed,) = publisher.start_timed(
+        [TimedGroup(now + 50, messages, [None, now + 60, None])], clock
+    )
+    outcome: list[list[bool]] = []
+    waiter = threading.Thread(target=lambda: outcome.append(timed.wait(1.0)))
+    waiter.start()
+
+    clock.wait_for_sleepers(1)
+    assert publisher.published == []
+    clock.set(now + 70)
+    waiter.join(5.0)
+
+    assert outcome == [[True, False, True]]
+    assert timed.too_late == [1] and timed.sent_at_ms == now + 70
+    assert publisher.published == [messages[0], messages[2]]

@@ -1,7 +1,8 @@
 """Engine logic, stepped by hand with a fake clock, on SQLite and the real MariaDB.
 
 The engine runs with the default settings (four ring lanes, rows locked 5 ms ahead) unless a
-test says otherwise: a lane that locked its rows ahead sleeps on the fake clock until they are
+test says otherwise, except that a ring batch gathers nothing beyond the lead (tests of
+gathering say so): a lane that locked its rows ahead sleeps on the fake clock until they are
 due, so `settle` waits for each lane to finish or fall asleep, and a test moves the clock on."""
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemor
             retry_cap_s=8,
             retry_max=3,
             instance_id=owner,
+            ring_gather_ms=0,
         )
         values.update(overrides)
         return AlarmEngine(
@@ -193,6 +195,26 @@ def test_a_retry_succeeds_with_the_same_message_id(store, fake_clock, publisher,
     assert published_ids(publisher) == [alarm_id]
     assert json.loads(publisher.published[0].body)["attempt"] == 2
     assert store.get("app", "r").retry_times == 1
+
+
+def test_a_retry_due_after_its_cutoff_expires_only_once_the_cutoff_has_passed(
+    store, fake_clock, publisher, make_engine
+):
+    engine = make_engine(retry_base_s=0.2, ring_lead_ms=400, ring_lead_max_ms=400)
+    start = fake_clock.now_ms()
+    cutoff = start + 50
+    add(store, fake_clock, "late", 0, latest=cutoff)
+    publisher.fail_next(1)
+    step(engine)  # the first try fails: a retry 100-200 ms on, after the cutoff
+    retry_at = store.get("app", "late").next_try_time
+    assert retry_at > cutoff
+    step(engine)  # claimed again and locked ahead (the lead is 400 ms), before the cutoff
+    assert engine.ringer.in_flight == 1 and fake_clock.next_wake_ms() == retry_at
+    fake_clock.set(retry_at)
+    assert engine.ringer.close(Deadline(5)) == 0
+    alarm = store.get("app", "late")
+    assert alarm.status == "expired" and alarm.updated_at >= retry_at
+    assert publisher.published == []
 
 
 def test_past_the_cutoff_an_alarm_expires_unpublished(store, fake_clock, publisher, make_engine):
@@ -382,6 +404,33 @@ def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, pub
     assert [body["published_at"] for body in sent] == targets
     assert [body["target_ring_at"] for body in sent] == targets
     assert {a.status for a in store.list("app", None, 100, None)} == {"rung"}
+
+
+def test_a_batch_gathers_what_falls_due_just_after_and_rings_each_at_its_moment(
+    store, fake_clock, publisher, make_engine
+):
+    engine = make_engine(ring_gather_ms=20)
+    now = fake_clock.now_ms()
+    targets = [now + 1_000 + 6 * i for i in range(4)] + [now + 1_040]
+    store.create_many([NewAlarm("app", f"g{i}", "p", t, None) for i, t in enumerate(targets)], now)
+    engine.preloader.run_once()
+    fake_clock.set(targets[0] - 5)  # one lead before the first
+    settle(engine, fake_clock)
+    # Up to 20 ms past the lead in one transaction where it locks rows; on SQLite, where it
+    # holds the whole database, only what the lead reaches.
+    gathered = 4 if store.caps.row_locks else 1
+    assert engine.ringer.in_flight == 1 and len(engine.heap) == len(targets) - gathered
+    for rung, target in enumerate(targets[:gathered]):
+        fake_clock.wait_for_sleepers(1)
+        assert len(publisher.published) == rung
+        fake_clock.set(target - 1)
+        assert fake_clock.sleepers == 1 and len(publisher.published) == rung
+        fake_clock.set(target)
+        _wait_until(lambda rung=rung: len(publisher.published) == rung + 1)
+    assert engine.ringer.close(Deadline(5)) == 0
+    bodies = [json.loads(m.body) for m in publisher.published]
+    assert [b["published_at"] for b in bodies] == [b["target_ring_at"] for b in bodies]
+    assert [store.get("app", f"g{i}").rung_at for i in range(gathered)] == targets[:gathered]
 
 
 def _wait_until(condition, timeout_s: float = 5.0) -> None:

@@ -20,14 +20,18 @@ from clock_server.broker.amqp_connection import PublishingConnection
 from clock_server.broker.amqp_frames import message_frames, publish_method_frame
 from clock_server.broker.amqp_nodes import node_parameters, node_urls
 from clock_server.broker.confirms import Batch, ConfirmTracker
-from clock_server.broker.publisher import PendingBatch
+from clock_server.broker.publisher import PendingBatch, TimedBatch, TimedGroup
 from clock_server.model import OutgoingMessage
+from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
 
 _MIN_BACKOFF_S = 0.5
 _MAX_BACKOFF_S = 5.0
 _WRITE_BUFFER_BYTES = 256 * 1024
+# A timed group's moment is looked at again at least this often (ms of real time): its clock
+# may be a test's, which moves by steps, or the wall clock, which NTP may step.
+_RECHECK_MS = 20
 
 
 class _PendingAmqpBatch:
@@ -45,6 +49,14 @@ class _PendingAmqpBatch:
         if observe is not None and (seconds := batch.confirm_seconds()) is not None:
             observe(seconds)
         return batch.outcome()
+
+    @property
+    def sent_at_ms(self) -> int | None:
+        return self._batch.sent_at_ms
+
+    @property
+    def too_late(self) -> list[int]:
+        return self._batch.too_late
 
 
 class AmqpPublisher:
@@ -124,6 +136,23 @@ class AmqpPublisher:
         if messages and not self._submit(batch):
             batch.finish()
         return _PendingAmqpBatch(self, batch)
+
+    def start_timed(self, groups: Sequence[TimedGroup], clock: Clock) -> list[TimedBatch]:
+        """Hand every group to the IO thread at once and return; its timer sends each when its
+        moment comes on `clock`: one wake-up of the IO thread per group, none of the caller's."""
+        timed = [(group, Batch(list(group.messages))) for group in groups]
+        with self._lock:
+            handed = not self._stopping and self._ioloop is not None and self._ready.is_set()
+            if handed:
+                assert self._ioloop is not None
+                self._inflight.update(batch for _, batch in timed)
+                self._ioloop.add_callback_threadsafe(
+                    functools.partial(self._send_all_when_due, timed, clock)
+                )
+        if not handed:
+            for _, batch in timed:
+                batch.finish()
+        return [_PendingAmqpBatch(self, batch) for _, batch in timed]
 
     def _forget(self, batch: Batch) -> None:
         with self._lock:
@@ -277,6 +306,26 @@ class AmqpPublisher:
         if not connection.is_closing:
             connection.close()
 
+    def _send_all_when_due(self, timed: list[tuple[TimedGroup, Batch]], clock: Clock) -> None:
+        for group, batch in timed:
+            self._send_when_due(group, batch, clock)
+
+    def _send_when_due(self, group: TimedGroup, batch: Batch, clock: Clock) -> None:
+        now_ms = clock.now_ms()
+        if (left_ms := group.at_ms - now_ms) > 0:
+            assert self._ioloop is not None
+            resend = functools.partial(self._send_when_due, group, batch, clock)
+            self._ioloop.call_later(min(left_ms, _RECHECK_MS) / 1000, resend)
+            return
+        batch.sent_at_ms = now_ms
+        if group.stamp is not None and now_ms != group.at_ms:
+            batch.messages = list(group.stamp(now_ms))
+        if group.not_after_ms is not None:
+            cutoffs = enumerate(group.not_after_ms)
+            if late := [i for i, cutoff in cutoffs if cutoff is not None and cutoff < now_ms]:
+                batch.withhold(late)
+        self._start_batch(batch)
+
     def _start_batch(self, batch: Batch) -> None:
         try:
             self._declare_then_publish(batch)
@@ -326,7 +375,7 @@ class AmqpPublisher:
         buffers: list[bytes] = []
         frames: list[bytes] = []
         size = 0
-        for message in batch.messages:
+        for message in batch.outgoing:
             method = publish_method_frame(number, self._exchange, message.application)
             frames += message_frames(
                 number, method, message.message_id, message.body, timestamp, body_max

@@ -21,6 +21,30 @@ class Batch:
         self._lock = threading.Lock()
         self.sent_at: float | None = None  # time.monotonic() when it went out
         self.settled_at: float | None = None  # and when its last confirm came
+        self.sent_at_ms: int | None = None  # a timed batch's moment of sending, on its clock
+        self.too_late: list[int] = []  # messages withheld: their cutoff had passed
+        self._outgoing: list[int] | None = None  # the indices sent, when not all are
+
+    @property
+    def outgoing(self) -> list[OutgoingMessage]:
+        """The messages to send: all but those withheld, in order."""
+        if self._outgoing is None:
+            return self.messages
+        return [self.messages[index] for index in self._outgoing]
+
+    def withhold(self, indices: list[int]) -> None:
+        """Leave these messages out of the send: False in the outcome, listed in `too_late`.
+        Only before the batch is sent."""
+        with self._lock:
+            left_out = set(indices)
+            self.too_late = sorted(left_out)
+            self._outgoing = [i for i in range(len(self.messages)) if i not in left_out]
+            for index in left_out:
+                if self._results[index] is None:
+                    self._results[index] = False
+                    self._unresolved -= 1
+            if self._unresolved == 0:
+                self.done.set()
 
     def confirm_seconds(self) -> float | None:
         """From sending the batch to its last confirm; None unless every message of it was
@@ -30,11 +54,14 @@ class Batch:
         return self.settled_at - self.sent_at
 
     def resolve(self, start: int, stop: int, ok: bool, returned: set[str]) -> None:
-        """Settle messages start..stop-1 (those not settled yet); a message whose id is in
-        `returned` came back unroutable and counts as failed (its id is taken out)."""
+        """Settle the sent messages start..stop-1, counted among those sent (those not settled
+        yet); a message whose id is in `returned` came back unroutable and counts as failed
+        (its id is taken out)."""
         with self._lock:
             results, open_ = self._results, not self.done.is_set()
-            for index in range(start, stop):
+            outgoing = self._outgoing
+            for offset in range(start, stop):
+                index = offset if outgoing is None else outgoing[offset]
                 if results[index] is None:
                     message_id = self.messages[index].message_id
                     came_back = bool(returned) and message_id in returned
@@ -66,7 +93,8 @@ class ConfirmTracker:
     """
 
     def __init__(self) -> None:
-        # [first delivery tag, batch, messages before this index settled], oldest first
+        # [first delivery tag, batch, messages before this index settled, messages sent],
+        # oldest first
         self._unconfirmed: collections.deque[list[Any]] = collections.deque()
         self._next_tag = 1
         self._returned: set[str] = set()
@@ -80,8 +108,9 @@ class ConfirmTracker:
     def sent(self, batch: Batch) -> None:
         """`batch`'s messages went out, in order, as the next delivery tags."""
         batch.sent_at = time.monotonic()
-        self._unconfirmed.append([self._next_tag, batch, 0])
-        self._next_tag += len(batch.messages)
+        sent = len(batch.outgoing)
+        self._unconfirmed.append([self._next_tag, batch, 0, sent])
+        self._next_tag += sent
 
     def returned(self, message_id: str) -> None:
         """The broker returned this message as unroutable; its confirm follows."""
@@ -103,15 +132,15 @@ class ConfirmTracker:
 
     def _settle_through(self, tag: int, acked: bool) -> None:
         for entry in self._unconfirmed:
-            first, batch, settled = entry
+            first, batch, settled, sent = entry
             if first > tag:
                 return
-            stop = min(len(batch.messages), tag - first + 1)
+            stop = min(sent, tag - first + 1)
             batch.resolve(settled, stop, acked, self._returned)
             entry[2] = max(settled, stop)
 
     def _settle_one(self, tag: int, acked: bool) -> None:
-        for first, batch, _settled in self._unconfirmed:
-            if first <= tag < first + len(batch.messages):
+        for first, batch, _settled, sent in self._unconfirmed:
+            if first <= tag < first + sent:
                 batch.resolve(tag - first, tag - first + 1, acked, self._returned)
                 return

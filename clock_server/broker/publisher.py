@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
 
 from clock_server.model import DeadLetter, OutgoingMessage
+from clock_server.timesource import Clock
 
 
 class PendingBatch(Protocol):
@@ -14,6 +15,31 @@ class PendingBatch(Protocol):
     def wait(self, timeout_s: float) -> list[bool]:
         """The outcome, as publish_batch gives it, once confirmed or after `timeout_s`."""
         ...
+
+
+class TimedGroup(NamedTuple):
+    """Messages to send together the moment `at_ms` comes, never before; a message whose
+    cutoff (`not_after_ms`, one per message or None for none) has passed by then is not sent.
+    Sent later than `at_ms`, they are first made again by `stamp` for the moment they go out
+    (the same ids, in the same order), when it is given."""
+
+    at_ms: int
+    messages: Sequence[OutgoingMessage]
+    not_after_ms: Sequence[int | None] | None = None
+    stamp: Callable[[int], Sequence[OutgoingMessage]] | None = None
+
+
+class TimedBatch(PendingBatch, Protocol):
+    """A `TimedGroup` handed to the broker. Once `wait` has returned, `sent_at_ms` is when its
+    moment was found to have come, on the clock it was given (None if that never happened),
+    and `too_late` the indices of the messages not sent because their cutoff had passed by
+    then (False in the outcome)."""
+
+    @property
+    def sent_at_ms(self) -> int | None: ...
+
+    @property
+    def too_late(self) -> list[int]: ...
 
 
 class Publisher(Protocol):
@@ -32,6 +58,12 @@ class Publisher(Protocol):
     def start_batch(self, messages: Sequence[OutgoingMessage]) -> PendingBatch:
         """Start publishing and return at once, so later messages need not wait for these
         confirms. publish_batch(m, t) is start_batch(m).wait(t)."""
+        ...
+
+    def start_timed(self, groups: Sequence[TimedGroup], clock: Clock) -> list[TimedBatch]:
+        """Hand every group over at once and return; each is sent when its moment comes on
+        `clock`, so that the caller need not wake at each moment. One `TimedBatch` per group,
+        in order."""
         ...
 
     def is_healthy(self) -> bool:

@@ -149,6 +149,8 @@ class AlarmEngine:
             publish_timeout_s=settings.publish_timeout_s,
             few_due=FEW_DUE,
             on_pushed_back=self.ring_waker.wake,
+            # Gathering is locking ahead too: off with it.
+            gather_ms=settings.ring_gather_ms if settings.ring_lead_ms > 0 else 0,
             express_publisher=express_publisher,
             gate=gate,
             channels=channels,

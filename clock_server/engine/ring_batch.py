@@ -3,24 +3,28 @@ outcome, all in one transaction."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-from clock_server.broker.publisher import PendingBatch, Publisher
+from clock_server.broker.publisher import PendingBatch, Publisher, TimedBatch, TimedGroup
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.channels import Channels, Route
 from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.lead import LockLead
 from clock_server.engine.messages import message_of
+from clock_server.engine.moments import by_moment, interleaved, past_cutoff, ready_at
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
 from clock_server.model import (
+    AMQP,
     NOT_CONFIRMED,
     PUBLISHER_UNAVAILABLE,
     Claim,
+    OutgoingMessage,
     RingRow,
 )
 from clock_server.store.ports import ClaimStore, RingTransaction
@@ -30,6 +34,21 @@ log = logging.getLogger(__name__)
 
 DB_RETRY_MS = 1_000
 _LEAD_SLACK_MS = 50
+
+
+class _SentNow:
+    """A publish the lane made at its moment, seen as a `TimedBatch`."""
+
+    def __init__(self, pending: PendingBatch, at_ms: int) -> None:
+        self._pending = pending
+        self.sent_at_ms: int | None = at_ms
+        self.too_late: list[int] = []
+
+    def wait(self, timeout_s: float) -> list[bool]:
+        return self._pending.wait(timeout_s)
+
+
+_Sent = tuple[list[RingRow], int, TimedBatch]  # rows, the moment they were for, their publish
 
 
 class _Recorded(NamedTuple):
@@ -51,7 +70,12 @@ class BatchRinger:
     marked rung, retried with backoff, or dead.
 
     The lock's round trip is measured into `lead` (`LockLead`), shared with the ring loop,
-    which takes claims off the heap that long before they are due.
+    which takes claims off the heap that long before they are due, and those due up to
+    ``gather_ms`` after that with them: one transaction for the alarms of that span.
+
+    A batch whose applications all publish to RabbitMQ hands every moment's group to the
+    publisher at once (`Publisher.start_timed`), which sends each when its moment comes;
+    the lane then waits once for the confirms instead of waking at each moment.
 
     With ``express`` a batch publishes on ``express_publisher``; in a batch that holds a
     backlog's many rows, the few rows of other applications go there too: on the backlog's
@@ -80,6 +104,7 @@ class BatchRinger:
         publish_timeout_s: float,
         few_due: int,
         on_pushed_back: Callable[[], None],
+        gather_ms: int = 0,
         express_publisher: Publisher | None = None,
         gate: DeliveryGate | None = None,
         channels: Channels | None = None,
@@ -95,11 +120,18 @@ class BatchRinger:
         metrics.ring_lead_ms.set(lead.ms)
         self.publish_timeout_s = publish_timeout_s
         self.few_due = few_due
+        self._gather_ms = gather_ms
         self.on_pushed_back = on_pushed_back
         self.express_publisher = express_publisher or publisher
         self.gate = gate
         self.channels = channels
         self.on_dead = on_dead
+
+    @property
+    def gather_ms(self) -> int:
+        """How far past the lead a batch reaches; nothing where a ring transaction holds the
+        whole database (a longer one would delay every write)."""
+        return self._gather_ms if self.claims.locks_rows else 0
 
     def ring(self, due: list[Claim], since_ms: int | None = None, express: bool = False) -> None:
         """Ring `due`, which was to be taken off the heap at `since_ms` (now, if not given)."""
@@ -150,45 +182,95 @@ class BatchRinger:
         due_at = {claim.id: claim.due_ms for claim in due}
         rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due)
         beside = self._few_beside_backlog(rows, publisher)
-        sent: list[tuple[list[RingRow], int, PendingBatch]] = []
-        expired: list[int] = []
-        expired_of: list[str] = []  # their applications
+        expired: list[RingRow] = []
+        if all(route.channel == AMQP for route in routes.values()):
+            sent = self._publish_timed(rows, due_at, publisher, beside)
+        else:
+            sent, expired = self._publish_by_lane(tx, rows, due, due_at, publisher, beside, routes)
+        confirmed = []
+        for ready, at_ms, pending in sent:
+            flags = pending.wait(self.publish_timeout_s)
+            if late := set(pending.too_late):  # not sent: their cutoff passed at the moment
+                expired += [ready[index] for index in sorted(late)]
+                kept = [index for index in range(len(ready)) if index not in late]
+                ready, flags = [ready[i] for i in kept], [flags[i] for i in kept]
+            confirmed.append((ready, pending.sent_at_ms or at_ms, flags))
+        tx.mark_expired(sorted(row.id for row in expired), self.clock.now_ms())
+        recorded = self._record(tx, confirmed, due_at, retries)
+        self._count(recorded, [row.application for row in expired])
+        return len(recorded.dead_ids)
+
+    def _publish_timed(
+        self,
+        rows: list[RingRow],
+        due_at: dict[int, int],
+        publisher: Publisher,
+        beside: set[str],
+    ) -> list[_Sent]:
+        """Hand every moment's rows to the publisher at once, each group sent by it when its
+        moment comes: this thread does not wake at each. A row whose cutoff has passed by
+        then is not sent (`TimedBatch.too_late`); it is expired only once it has passed,
+        even when it will have passed by its moment (a retry due after its cutoff)."""
+        plans: dict[int, tuple[Publisher, list[tuple[TimedGroup, list[RingRow]]]]] = {}
+        for at_ms, group in by_moment(rows, due_at):
+            for part, on in self._connections(group, publisher, beside):
+                cutoffs = [row.latest_ring_at for row in part]
+                timed = TimedGroup(
+                    at_ms,
+                    _messages(part, at_ms),
+                    cutoffs if any(cut is not None for cut in cutoffs) else None,
+                    functools.partial(_messages, part),
+                )
+                plans.setdefault(id(on), (on, []))[1].append((timed, part))
+        sent: list[_Sent] = []
+        for on, plan in plans.values():
+            handed = on.start_timed([timed for timed, _ in plan], self.clock)
+            for (timed, part), batch in zip(plan, handed, strict=True):
+                sent.append((part, timed.at_ms, batch))
+        sent.sort(key=lambda item: item[1])  # waited for in time order
+        return sent
+
+    def _publish_by_lane(
+        self,
+        tx: RingTransaction,
+        rows: list[RingRow],
+        due: list[Claim],
+        due_at: dict[int, int],
+        publisher: Publisher,
+        beside: set[str],
+        routes: dict[str, Route],
+    ) -> tuple[list[_Sent], list[RingRow]]:
+        """Wait on the clock for each moment, then publish its rows and start its webhook
+        calls (or hand them to pullers), never before. Returns what was published, and the
+        rows past their cutoff at their moment."""
+        assert self.channels is not None
+        sent: list[_Sent] = []
+        expired: list[RingRow] = []
         handed: list[tuple[RingRow, int]] = []  # to a webhook or to pullers, and when
         versions: dict[int, int] = {}  # the claims' versions, once a row is handed off
         index = 0
         while index < len(rows):
             now_ms = self.clock.now_ms()
             first = index
-            while index < len(rows) and _ready_at(rows[index], due_at) <= now_ms:
+            while index < len(rows) and ready_at(rows[index], due_at) <= now_ms:
                 index += 1
             if index == first:  # locked ahead of time: publish exactly when due, never before
-                self.clock.sleep_until(_ready_at(rows[index], due_at))
+                self.clock.sleep_until(ready_at(rows[index], due_at))
                 continue
             group = rows[first:index]
-            late = {
-                r.id for r in group if r.latest_ring_at is not None and r.latest_ring_at < now_ms
-            }
-            expired += sorted(late)
-            expired_of += [r.application for r in group if r.id in late]
-            ready = _interleaved([r for r in group if r.id not in late])
-            if ready and self.channels is not None:
-                ready, others = self.channels.split(ready, routes)
-                if others and not versions:
-                    versions = {claim.id: claim.version for claim in due}
-                self.channels.call(others, versions, routes)
-                handed += [(row, now_ms) for row in others]
+            expired += [row for row in group if past_cutoff(row, now_ms)]
+            ready = interleaved([row for row in group if not past_cutoff(row, now_ms)])
+            ready, others = self.channels.split(ready, routes)
+            if others and not versions:
+                versions = {claim.id: claim.version for claim in due}
+            self.channels.call(others, versions, routes)
+            handed += [(row, now_ms) for row in others]
             for part, on in self._connections(ready, publisher, beside):
-                sent.append((part, now_ms, on.start_batch([message_of(r, now_ms) for r in part])))
-        tx.mark_expired(expired, self.clock.now_ms())
+                pending = on.start_batch([message_of(row, now_ms) for row in part])
+                sent.append((part, now_ms, _SentNow(pending, now_ms)))
         if handed:
             self._hand_off(tx, handed, due_at, routes)
-        confirmed = [
-            (ready, published_at, pending.wait(self.publish_timeout_s))
-            for ready, published_at, pending in sent
-        ]
-        recorded = self._record(tx, confirmed, due_at, retries)
-        self._count(recorded, expired_of)
-        return len(recorded.dead_ids)
+        return sent, expired
 
     def _few_beside_backlog(self, rows: list[RingRow], publisher: Publisher) -> set[str]:
         """The applications with few rows in a batch that holds a backlog's many."""
@@ -232,13 +314,13 @@ class BatchRinger:
     ) -> list[RingRow]:
         """Rows due within the lead; any other goes back to the heap (cannot happen while
         versions hold, since a claim's due time is never before its target)."""
-        limit = self.clock.now_ms() + self.lead.ms + _LEAD_SLACK_MS
-        far = [r for r in rows if _ready_at(r, due_at) > limit]
+        limit = self.clock.now_ms() + self.lead.ms + self.gather_ms + _LEAD_SLACK_MS
+        far = [r for r in rows if ready_at(r, due_at) > limit]
         if not far:
             return rows
         claims = {claim.id: claim for claim in due}
-        self._push_back(claims[r.id]._replace(due_ms=_ready_at(r, due_at)) for r in far)
-        return [r for r in rows if _ready_at(r, due_at) <= limit]
+        self._push_back(claims[r.id]._replace(due_ms=ready_at(r, due_at)) for r in far)
+        return [r for r in rows if ready_at(r, due_at) <= limit]
 
     def _record(
         self,
@@ -315,24 +397,5 @@ class BatchRinger:
             )
 
 
-def _interleaved(rows: list[RingRow]) -> list[RingRow]:
-    """Rows published together, taken from each application in turn (each in its own order):
-    in a backlog's batch, an application's few rows are not queued behind another's many."""
-    if len(rows) < 2 or all(row.application == rows[0].application for row in rows):
-        return rows
-    rank: dict[str, int] = {}
-    keyed = []
-    for position, row in enumerate(rows):
-        turn = rank.get(row.application, 0)
-        rank[row.application] = turn + 1
-        keyed.append((turn, position, row))
-    keyed.sort(key=lambda item: (item[0], item[1]))
-    return [row for _, _, row in keyed]
-
-
-def _ready_at(row: RingRow, due_at: dict[int, int]) -> int:
-    """Never before the target, unless the alarm's count was reached: its target is then only
-    the deadline it beat."""
-    if row.count_reached:
-        return due_at[row.id]
-    return max(due_at[row.id], row.target_ring_at)
+def _messages(rows: list[RingRow], published_at: int) -> list[OutgoingMessage]:
+    return [message_of(row, published_at) for row in rows]

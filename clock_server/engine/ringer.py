@@ -51,8 +51,10 @@ class Ringer:
     so that fewer busy threads stand between the express lanes and the interpreter lock.
 
     Alarms are taken off the heap `batches.lead` before they are due, and their rows locked
-    in advance; the lane then publishes each one the moment it is due, so the lock's round
-    trip is not part of the lateness (`LockLead`, grown while locking is slow).
+    in advance; each is then published the moment it is due, so the lock's round trip is not
+    part of the lateness (`LockLead`, grown while locking is slow). A pass takes with them
+    those due up to `batches.gather_ms` later, so that at a steady rate one batch covers that
+    span instead of each alarm paying for a transaction of its own.
 
     ``on_lane_free`` wakes the ring loop when a lane comes free while the loop waits for one.
     Not after every batch: at a steady rate that would be one more pass of the loop per
@@ -116,7 +118,7 @@ class Ringer:
         caps = {}
         if self.channels is not None and self.channels.webhooks_seen:
             caps = self.channels.caps(self.heap.held_per_application())
-        due = self.heap.pop_due(now_ms + lead_ms, self.batch, caps)
+        due = self.heap.pop_due(now_ms + lead_ms + self.batches.gather_ms, self.batch, caps)
         if due and (self.gate is not None or self.channels is not None):
             due = self._admit(due, now_ms)
         if due:

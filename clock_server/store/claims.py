@@ -105,6 +105,10 @@ class SqlClaimStore:
         """Give claims back: each alarm is due again at its own time. Stale claims are ignored."""
         return self._give_back(claims, now_ms, PENDING)
 
+    @property
+    def locks_rows(self) -> bool:
+        return self.store.caps.row_locks
+
     @contextlib.contextmanager
     def ring_transaction(self) -> Iterator[SqlRingTransaction]:
         """One transaction for a ring batch; the locks it takes are held until it ends.

@@ -99,6 +99,12 @@ class ClaimStore(Protocol):
         """Open up to `connections` pooled connections now (threads starting together)."""
         ...
 
+    @property
+    def locks_rows(self) -> bool:
+        """Whether a ring transaction holds only the rows it locked (False: the whole
+        database, as SQLite's does)."""
+        ...
+
 
 class BacklogCounter(Protocol):
     """What maintenance measures."""
