@@ -20,29 +20,49 @@ class _Settled:
 
 
 class _TimedInMemory:
-    """A timed group of the twin: sent, on the thread that waits for it, once its moment has
-    come on its clock (wait() sleeps on the clock until then)."""
+    """A timed group of the twin. The thread that waits for a group of a `start_timed` call
+    sends it, and every earlier group of that call not sent yet first, in order, each once
+    its moment has come on the clock (sleeping on the clock until then)."""
 
-    def __init__(self, publisher: InMemoryPublisher, group: TimedGroup, clock: Clock) -> None:
-        self._publisher = publisher
-        self._group = group
-        self._clock = clock
+    def __init__(self, groups: _TimedGroups, index: int) -> None:
+        self._groups = groups
+        self._index = index
         self.sent_at_ms: int | None = None
         self.too_late: list[int] = []
+        self.outcome: list[bool] = []
 
     def wait(self, timeout_s: float) -> list[bool]:
-        group = self._group
+        self._groups.send_through(self._index)
+        return self.outcome
+
+
+class _TimedGroups:
+    def __init__(self, publisher: InMemoryPublisher, groups: Sequence[TimedGroup], clock: Clock):
+        self._publisher = publisher
+        self._groups = list(groups)
+        self._clock = clock
+        self.handles = [_TimedInMemory(self, index) for index in range(len(self._groups))]
+        self._sent = 0
+        self._lock = threading.Lock()
+
+    def send_through(self, index: int) -> None:
+        with self._lock:
+            while self._sent <= index:
+                self._send(self._groups[self._sent], self.handles[self._sent])
+                self._sent += 1
+
+    def _send(self, group: TimedGroup, handle: _TimedInMemory) -> None:
         self._clock.sleep_until(group.at_ms)
-        now_ms = self.sent_at_ms = self._clock.now_ms()
+        now_ms = handle.sent_at_ms = self._clock.now_ms()
         cutoffs = group.not_after_ms or [None] * len(group.messages)
-        self.too_late = [i for i, cut in enumerate(cutoffs) if cut is not None and cut < now_ms]
-        late = set(self.too_late)
+        handle.too_late = [i for i, cut in enumerate(cutoffs) if cut is not None and cut < now_ms]
+        late = set(handle.too_late)
         messages = group.messages
         if group.stamp is not None and now_ms != group.at_ms:
             messages = group.stamp(now_ms)
         sent = [message for i, message in enumerate(messages) if i not in late]
-        flags = iter(self._publisher.start_batch(sent).wait(timeout_s) if sent else [])
-        return [False if i in late else next(flags) for i in range(len(group.messages))]
+        flags = iter(self._publisher.start_batch(sent).wait(0.0) if sent else [])
+        handle.outcome = [False if i in late else next(flags) for i in range(len(messages))]
 
 
 class InMemoryPublisher:
@@ -88,8 +108,9 @@ class InMemoryPublisher:
         return _Settled(self.publish_batch(messages, 0.0))
 
     def start_timed(self, groups: Sequence[TimedGroup], clock: Clock) -> list[_TimedInMemory]:
-        """Each group is published (by start_batch) when its waiter finds its moment come."""
-        return [_TimedInMemory(self, group, clock) for group in groups]
+        """Each group is published (by start_batch), in order, when a waiter for it or for a
+        later group of this call finds its moment come."""
+        return _TimedGroups(self, groups, clock).handles
 
     def is_healthy(self) -> bool:
         """True while ``healthy`` is set and ``close()`` has not been called."""

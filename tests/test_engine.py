@@ -381,6 +381,22 @@ class _SlowPublisher(InMemoryPublisher):
         return super().start_batch(messages)
 
 
+def test_a_batch_gathers_nothing_while_the_lead_has_grown(
+    store, fake_clock, publisher, make_engine
+):
+    engine = make_engine(ring_gather_ms=20)
+    lead_ms = engine.ringer.lead.observe(10)  # the database was slow to lock: 22 ms
+    now = fake_clock.now_ms()
+    targets = [now + 1_000, now + 1_010]  # the second 10 ms past the lead
+    store.create_many([NewAlarm("app", f"g{i}", "p", t, None) for i, t in enumerate(targets)], now)
+    engine.preloader.run_once()
+    fake_clock.set(targets[0] - lead_ms)
+    settle(engine, fake_clock)
+    assert engine.ringer.in_flight == 1 and len(engine.heap) == 1
+    fake_clock.set(targets[0])
+    assert engine.ringer.close(Deadline(5)) == 0
+
+
 def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, publisher):
     settings = Settings(instance_id="lead", ring_lead_ms=400)
     engine = AlarmEngine(

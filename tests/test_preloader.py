@@ -167,6 +167,8 @@ def test_alarms_announced_due_soon_share_one_pass_by_the_margin_before_the_first
         fake_clock.wait_for_waiters(1)
         assert wait_until(lambda: len(floors(engine)) == passes + 1)
         assert floors(engine)[-1] is None  # from the start: they may be below a floor
+        # The pass records its floor before its claims reach the heap.
+        assert wait_until(lambda: len(engine.heap) >= len(ids))
         assert set(ids) <= held_ids(engine)
     finally:
         loop.stop()

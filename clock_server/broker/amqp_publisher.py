@@ -31,7 +31,7 @@ _MAX_BACKOFF_S = 5.0
 _WRITE_BUFFER_BYTES = 256 * 1024
 # A timed group's moment is looked at again at least this often (ms of real time): its clock
 # may be a test's, which moves by steps, or the wall clock, which NTP may step.
-_RECHECK_MS = 20
+_RECHECK_MS = 100
 
 
 class _PendingAmqpBatch:

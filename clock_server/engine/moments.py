@@ -17,11 +17,15 @@ def past_cutoff(row: RingRow, at_ms: int) -> bool:
     return row.latest_ring_at is not None and row.latest_ring_at < at_ms
 
 
-def by_moment(rows: list[RingRow], due_at: dict[int, int]) -> list[tuple[int, list[RingRow]]]:
-    """`rows` grouped by the moment each may ring, earliest first, each group interleaved."""
+def by_moment(
+    rows: list[RingRow], due_at: dict[int, int], now_ms: int
+) -> list[tuple[int, list[RingRow]]]:
+    """`rows` grouped by the moment each may ring, earliest first, each group interleaved;
+    those whose moment has come by `now_ms` in one group, of that moment (a backlog's batch:
+    one send, not one per millisecond of their due times)."""
     groups: dict[int, list[RingRow]] = {}
     for row in rows:
-        groups.setdefault(ready_at(row, due_at), []).append(row)
+        groups.setdefault(max(ready_at(row, due_at), now_ms), []).append(row)
     return [(at_ms, interleaved(groups[at_ms])) for at_ms in sorted(groups)]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from clock_server.broker.publisher import PendingBatch, Publisher, TimedBatch, TimedGroup
+from clock_server.deadline import Deadline
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.channels import Channels, Route
 from clock_server.engine.delivery_gate import DeliveryGate
@@ -187,14 +188,17 @@ class BatchRinger:
             sent = self._publish_timed(rows, due_at, publisher, beside)
         else:
             sent, expired = self._publish_by_lane(tx, rows, due, due_at, publisher, beside, routes)
-        confirmed = []
-        for ready, at_ms, pending in sent:
-            flags = pending.wait(self.publish_timeout_s)
+        confirmed: list[tuple[list[RingRow], int, list[bool]]] = []
+        deadline = Deadline(self.publish_timeout_s)
+        # The latest first: the earlier ones' confirms have come by then, so this thread
+        # wakes once for the batch, not once for each moment.
+        for ready, at_ms, pending in reversed(sent):
+            flags = pending.wait(deadline.remaining_s())
             if late := set(pending.too_late):  # not sent: their cutoff passed at the moment
                 expired += [ready[index] for index in sorted(late)]
                 kept = [index for index in range(len(ready)) if index not in late]
                 ready, flags = [ready[i] for i in kept], [flags[i] for i in kept]
-            confirmed.append((ready, pending.sent_at_ms or at_ms, flags))
+            confirmed.insert(0, (ready, pending.sent_at_ms or at_ms, flags))
         tx.mark_expired(sorted(row.id for row in expired), self.clock.now_ms())
         recorded = self._record(tx, confirmed, due_at, retries)
         self._count(recorded, [row.application for row in expired])
@@ -212,7 +216,7 @@ class BatchRinger:
         then is not sent (`TimedBatch.too_late`); it is expired only once it has passed,
         even when it will have passed by its moment (a retry due after its cutoff)."""
         plans: dict[int, tuple[Publisher, list[tuple[TimedGroup, list[RingRow]]]]] = {}
-        for at_ms, group in by_moment(rows, due_at):
+        for at_ms, group in by_moment(rows, due_at, self.clock.now_ms()):
             for part, on in self._connections(group, publisher, beside):
                 cutoffs = [row.latest_ring_at for row in part]
                 timed = TimedGroup(
@@ -227,7 +231,7 @@ class BatchRinger:
             handed = on.start_timed([timed for timed, _ in plan], self.clock)
             for (timed, part), batch in zip(plan, handed, strict=True):
                 sent.append((part, timed.at_ms, batch))
-        sent.sort(key=lambda item: item[1])  # waited for in time order
+        sent.sort(key=lambda item: item[1])
         return sent
 
     def _publish_by_lane(

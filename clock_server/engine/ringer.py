@@ -86,6 +86,7 @@ class Ringer:
         self.few_due = batches.few_due
         self.lead = batches.lead
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
+        self._lane_count = lanes
         self._lanes = threading.BoundedSemaphore(lanes) if lanes > 1 else None
         self._express = threading.BoundedSemaphore(EXPRESS_LANES) if lanes > 1 else None
         threads = lanes + EXPRESS_LANES
@@ -118,7 +119,7 @@ class Ringer:
         caps = {}
         if self.channels is not None and self.channels.webhooks_seen:
             caps = self.channels.caps(self.heap.held_per_application())
-        due = self.heap.pop_due(now_ms + lead_ms + self.batches.gather_ms, self.batch, caps)
+        due = self.heap.pop_due(now_ms + lead_ms + self._gather_ms(), self.batch, caps)
         if due and (self.gate is not None or self.channels is not None):
             due = self._admit(due, now_ms)
         if due:
@@ -136,6 +137,17 @@ class Ringer:
         wait_ms = max(next_due - lead_ms - now_ms, 1)
         self._wake_at_ms = now_ms + wait_ms
         return wait_ms / 1000
+
+    def _gather_ms(self) -> int:
+        """How far past the lead this pass takes claims: `batches.gather_ms` while the
+        database locks quickly (the lead at its floor) and fewer than half of the lanes are
+        busy, else nothing. A gathered batch holds its lane that much longer; under load
+        the lanes are then all busy and what falls due waits for one."""
+        if self.lead.ms > self.lead.floor_ms:
+            return 0
+        with self._in_flight_lock:
+            busy = self._lanes_busy
+        return self.batches.gather_ms if 2 * busy < self._lane_count else 0
 
     def _held_back_beside_others(self) -> bool:
         """Whether BESIDE_BACKLOG_LANES lanes are busy while a backlog is due beside other
