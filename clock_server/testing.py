@@ -54,12 +54,10 @@ class _TimedGroups:
     def _send(self, group: TimedGroup, handle: _TimedInMemory) -> None:
         self._clock.sleep_until(group.at_ms)
         now_ms = handle.sent_at_ms = self._clock.now_ms()
-        cutoffs = group.not_after_ms or [None] * len(group.messages)
+        cutoffs = group.not_after_ms or [None] * group.size
         handle.too_late = [i for i, cut in enumerate(cutoffs) if cut is not None and cut < now_ms]
         late = set(handle.too_late)
-        messages = group.messages
-        if group.stamp is not None and now_ms != group.at_ms:
-            messages = group.stamp(now_ms)
+        messages = group.make(now_ms)
         sent = [message for i, message in enumerate(messages) if i not in late]
         flags = iter(self._publisher.start_batch(sent).wait(0.0) if sent else [])
         handle.outcome = [False if i in late else next(flags) for i in range(len(messages))]

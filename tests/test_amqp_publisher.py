@@ -456,6 +456,17 @@ def test_quorum_queues_are_declared_when_asked_for(broker, make_publisher) -> No
 # never before, and without the messages whose cutoff has passed by then -------------------
 
 
+def _timed(at_ms: int, messages: list[OutgoingMessage], cutoffs=None, made_at=None) -> TimedGroup:
+    """A group of `messages`; the moments they were made for are appended to `made_at`."""
+
+    def make(now_ms: int) -> list[OutgoingMessage]:
+        if made_at is not None:
+            made_at.append(now_ms)
+        return messages
+
+    return TimedGroup(at_ms, len(messages), make, cutoffs)
+
+
 def _ids(received) -> list[str]:
     return [properties.message_id for properties, _ in received]
 
@@ -468,9 +479,11 @@ def test_each_group_is_sent_when_its_moment_comes_on_the_clock(broker, make_publ
     application = broker.app()
     broker.bind_queue(application)
     first, second = _messages(application, 3), _messages(application, 5)[3:]
+    made_at: list[int] = []
 
     handed = publisher.start_timed(
-        [TimedGroup(now + 100, first), TimedGroup(now + 200, second)], clock
+        [_timed(now + 100, first, made_at=made_at), _timed(now + 200, second, made_at=made_at)],
+        clock,
     )
 
     time.sleep(0.25)  # the publisher looks at the clock, which stands still, twice
@@ -486,6 +499,7 @@ def test_each_group_is_sent_when_its_moment_comes_on_the_clock(broker, make_publ
     assert handed[1].wait(5.0) == [True, True]
     assert handed[1].sent_at_ms == now + 250
     assert _ids(broker.drain(application)) == [m.message_id for m in second]
+    assert made_at == [now + 100, now + 250]  # each made for the moment it went out
 
 
 @pytest.mark.rabbitmq
@@ -498,7 +512,7 @@ def test_messages_past_their_cutoff_at_the_moment_are_withheld(broker, make_publ
     messages = _messages(application, 4)
     cutoffs = [None, now + 120, now + 150, now + 110]
 
-    (timed,) = publisher.start_timed([TimedGroup(now + 100, messages, cutoffs)], clock)
+    (timed,) = publisher.start_timed([_timed(now + 100, messages, cutoffs)], clock)
     clock.set(now + 130)
 
     assert timed.wait(5.0) == [True, False, True, False]
@@ -507,7 +521,7 @@ def test_messages_past_their_cutoff_at_the_moment_are_withheld(broker, make_publ
     # The delivery tags of what follows still match: only the sent messages took one.
     after = _messages(application, 6)[4:]
     assert publisher.publish_batch(after, timeout_s=5.0) == [True, True]
-    (all_late,) = publisher.start_timed([TimedGroup(now, after, [now, now])], clock)
+    (all_late,) = publisher.start_timed([_timed(now, after, [now, now])], clock)
     assert all_late.wait(5.0) == [False, False] and all_late.too_late == [0, 1]
     assert publisher.publish_batch(messages[:1], timeout_s=5.0) == [True]
 
@@ -517,7 +531,7 @@ def test_groups_handed_to_a_closed_publisher_fail_at_once(broker, make_publisher
     publisher = make_publisher()
     publisher.close()
     clock = SettableClock()
-    (timed,) = publisher.start_timed([TimedGroup(clock.now_ms(), _messages("x", 2))], clock)
+    (timed,) = publisher.start_timed([_timed(clock.now_ms(), _messages("x", 2))], clock)
     assert timed.wait(0.1) == [False, False]
     assert timed.sent_at_ms is None
 
@@ -545,9 +559,7 @@ def test_the_twin_publishes_a_group_when_its_waiter_finds_the_moment_come():
     clock = SettableClock()
     now = clock.now_ms()
     messages = _messages("app", 3)
-    (timed,) = publisher.start_timed(
-        [TimedGroup(now + 50, messages, [None, now + 60, None])], clock
-    )
+    (timed,) = publisher.start_timed([_timed(now + 50, messages, [None, now + 60, None])], clock)
     outcome: list[list[bool]] = []
     waiter = threading.Thread(target=lambda: outcome.append(timed.wait(1.0)))
     waiter.start()

@@ -381,20 +381,29 @@ class _SlowPublisher(InMemoryPublisher):
         return super().start_batch(messages)
 
 
-def test_a_batch_gathers_nothing_while_the_lead_has_grown(
-    store, fake_clock, publisher, make_engine
+@pytest.mark.mariadb
+def test_a_batch_gathers_nothing_while_half_of_the_lanes_are_busy(
+    mariadb_store, fake_clock, publisher
 ):
-    engine = make_engine(ring_gather_ms=20)
-    lead_ms = engine.ringer.lead.observe(10)  # the database was slow to lock: 22 ms
+    store = mariadb_store  # on SQLite a lane's locks hold the whole database: one at a time
+    settings = Settings(instance_id="g", ring_gather_ms=20, ring_lead_ms=100, ring_lead_max_ms=100)
+    engine = AlarmEngine(
+        settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, fake_clock, Metrics()
+    )
     now = fake_clock.now_ms()
-    targets = [now + 1_000, now + 1_010]  # the second 10 ms past the lead
+    # Each of the first two is locked 100 ms ahead by a batch of its own, whose lane then
+    # sleeps until it is due; the third's pass finds two of the four lanes busy.
+    targets = [now + 1_000, now + 1_030, now + 1_060, now + 1_070]
     store.create_many([NewAlarm("app", f"g{i}", "p", t, None) for i, t in enumerate(targets)], now)
     engine.preloader.run_once()
-    fake_clock.set(targets[0] - lead_ms)
-    settle(engine, fake_clock)
-    assert engine.ringer.in_flight == 1 and len(engine.heap) == 1
-    fake_clock.set(targets[0])
+    for target in targets[:3]:
+        fake_clock.set(target - 100)
+        settle(engine, fake_clock)
+    assert engine.ringer.in_flight == 3
+    assert [claim.due_ms for claim in engine.heap.drain()] == [targets[3]]
+    fake_clock.set(targets[2])
     assert engine.ringer.close(Deadline(5)) == 0
+    assert len(publisher.published) == 3
 
 
 def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, publisher):

@@ -41,7 +41,7 @@ class _PendingAmqpBatch:
 
     def wait(self, timeout_s: float) -> list[bool]:
         batch = self._batch
-        if batch.messages and not batch.done.wait(timeout_s) and (missing := batch.finish()):
+        if batch.size and not batch.done.wait(timeout_s) and (missing := batch.finish()):
             log.warning("%d messages not confirmed within %.1f s", missing, timeout_s,
                         extra={"action": "publish_unconfirmed"})  # fmt: skip
         self._publisher._forget(batch)
@@ -140,7 +140,7 @@ class AmqpPublisher:
     def start_timed(self, groups: Sequence[TimedGroup], clock: Clock) -> list[TimedBatch]:
         """Hand every group to the IO thread at once and return; its timer sends each when its
         moment comes on `clock`: one wake-up of the IO thread per group, none of the caller's."""
-        timed = [(group, Batch(list(group.messages))) for group in groups]
+        timed = [(group, Batch([], group.size)) for group in groups]
         with self._lock:
             handed = not self._stopping and self._ioloop is not None and self._ready.is_set()
             if handed:
@@ -317,9 +317,10 @@ class AmqpPublisher:
             resend = functools.partial(self._send_when_due, group, batch, clock)
             self._ioloop.call_later(min(left_ms, _RECHECK_MS) / 1000, resend)
             return
+        if batch.done.is_set():  # failed meanwhile: the connection was lost
+            return
         batch.sent_at_ms = now_ms
-        if group.stamp is not None and now_ms != group.at_ms:
-            batch.messages = list(group.stamp(now_ms))
+        batch.messages = list(group.make(now_ms))
         if group.not_after_ms is not None:
             cutoffs = enumerate(group.not_after_ms)
             if late := [i for i, cutoff in cutoffs if cutoff is not None and cutoff < now_ms]:

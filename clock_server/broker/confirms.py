@@ -13,11 +13,13 @@ from clock_server.model import OutgoingMessage
 class Batch:
     """The outcome of one published batch, shared by the caller and the IO thread."""
 
-    def __init__(self, messages: list[OutgoingMessage]) -> None:
+    def __init__(self, messages: list[OutgoingMessage], size: int | None = None) -> None:
+        """`size`, without `messages`: a batch whose messages are made when it is sent."""
         self.messages = messages
+        self.size = len(messages) if size is None else size
         self.done = threading.Event()
-        self._results: list[bool | None] = [None] * len(messages)
-        self._unresolved = len(messages)
+        self._results: list[bool | None] = [None] * self.size
+        self._unresolved = self.size
         self._lock = threading.Lock()
         self.sent_at: float | None = None  # time.monotonic() when it went out
         self.settled_at: float | None = None  # and when its last confirm came
@@ -38,7 +40,7 @@ class Batch:
         with self._lock:
             left_out = set(indices)
             self.too_late = sorted(left_out)
-            self._outgoing = [i for i in range(len(self.messages)) if i not in left_out]
+            self._outgoing = [i for i in range(self.size) if i not in left_out]
             for index in left_out:
                 if self._results[index] is None:
                     self._results[index] = False

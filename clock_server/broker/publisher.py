@@ -18,15 +18,14 @@ class PendingBatch(Protocol):
 
 
 class TimedGroup(NamedTuple):
-    """Messages to send together the moment `at_ms` comes, never before; a message whose
-    cutoff (`not_after_ms`, one per message or None for none) has passed by then is not sent.
-    Sent later than `at_ms`, they are first made again by `stamp` for the moment they go out
-    (the same ids, in the same order), when it is given."""
+    """`size` messages to send together the moment `at_ms` comes, never before, made by
+    `make` for the moment they go out; a message whose cutoff (`not_after_ms`, one per
+    message or None for none) has passed by then is not sent."""
 
     at_ms: int
-    messages: Sequence[OutgoingMessage]
+    size: int
+    make: Callable[[int], Sequence[OutgoingMessage]]
     not_after_ms: Sequence[int | None] | None = None
-    stamp: Callable[[int], Sequence[OutgoingMessage]] | None = None
 
 
 class TimedBatch(PendingBatch, Protocol):

@@ -221,9 +221,9 @@ class BatchRinger:
                 cutoffs = [row.latest_ring_at for row in part]
                 timed = TimedGroup(
                     at_ms,
-                    _messages(part, at_ms),
-                    cutoffs if any(cut is not None for cut in cutoffs) else None,
+                    len(part),
                     functools.partial(_messages, part),
+                    cutoffs if any(cut is not None for cut in cutoffs) else None,
                 )
                 plans.setdefault(id(on), (on, []))[1].append((timed, part))
         sent: list[_Sent] = []

@@ -139,12 +139,9 @@ class Ringer:
         return wait_ms / 1000
 
     def _gather_ms(self) -> int:
-        """How far past the lead this pass takes claims: `batches.gather_ms` while the
-        database locks quickly (the lead at its floor) and fewer than half of the lanes are
-        busy, else nothing. A gathered batch holds its lane that much longer; under load
-        the lanes are then all busy and what falls due waits for one."""
-        if self.lead.ms > self.lead.floor_ms:
-            return 0
+        """How far past the lead this pass takes claims: `batches.gather_ms` while fewer than
+        half of the lanes are busy, else nothing. A gathered batch holds its lane that much
+        longer; under load the lanes were then all busy and what fell due waited for one."""
         with self._in_flight_lock:
             busy = self._lanes_busy
         return self.batches.gather_ms if 2 * busy < self._lane_count else 0
