@@ -381,29 +381,69 @@ class _SlowPublisher(InMemoryPublisher):
         return super().start_batch(messages)
 
 
+class _HoldingPublisher(InMemoryPublisher):
+    """Holds every batch with a message of application "held" until `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.holding = 0
+
+    def publish_batch(self, messages, timeout_s):
+        if any(message.application == "held" for message in messages):
+            with self._lock:
+                self.holding += 1
+            assert self.release.wait(10), "the held batches were never released"
+        return super().publish_batch(messages, timeout_s)
+
+
 @pytest.mark.mariadb
-def test_a_batch_gathers_nothing_while_half_of_the_lanes_are_busy(
-    mariadb_store, fake_clock, publisher
+@pytest.mark.parametrize(("busy", "gathered"), [(2, 2), (3, 1)])
+def test_a_batch_gathers_only_while_a_lane_stays_free_beside_it(
+    mariadb_store, fake_clock, busy, gathered
 ):
     store = mariadb_store  # on SQLite a lane's locks hold the whole database: one at a time
-    settings = Settings(instance_id="g", ring_gather_ms=20, ring_lead_ms=100, ring_lead_max_ms=100)
+    publisher = _HoldingPublisher()
+    settings = Settings(instance_id="g", ring_gather_ms=20)
     engine = AlarmEngine(
         settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, fake_clock, Metrics()
     )
     now = fake_clock.now_ms()
-    # Each of the first two is locked 100 ms ahead by a batch of its own, whose lane then
-    # sleeps until it is due; the third's pass finds two of the four lanes busy.
-    targets = [now + 1_000, now + 1_030, now + 1_060, now + 1_070]
+    held = [now + 100 * i for i in range(busy)]
+    store.create_many([NewAlarm("held", f"h{i}", "p", t, None) for i, t in enumerate(held)], now)
+    targets = [now + 1_000, now + 1_010]  # the second 5 ms past the first's lead
     store.create_many([NewAlarm("app", f"g{i}", "p", t, None) for i, t in enumerate(targets)], now)
     engine.preloader.run_once()
-    for target in targets[:3]:
-        fake_clock.set(target - 100)
-        settle(engine, fake_clock)
-    assert engine.ringer.in_flight == 3
-    assert [claim.due_ms for claim in engine.heap.drain()] == [targets[3]]
-    fake_clock.set(targets[2])
+    try:
+        for count, moment in enumerate(held, 1):  # a lane each, held by the broker
+            fake_clock.set(moment)
+            while engine.ringer.run_once() == 0.0:
+                pass
+            _wait_until(lambda count=count: publisher.holding == count)
+        fake_clock.set(targets[0] - 5)
+        while engine.ringer.run_once() == 0.0:
+            pass
+        assert len(engine.heap) == len(targets) - gathered
+    finally:
+        publisher.release.set()
+        fake_clock.set(targets[-1])
+        assert engine.ringer.close(Deadline(5)) == 0
+
+
+def test_a_batch_gathers_nothing_while_the_lead_is_longer_than_the_gathering(
+    store, fake_clock, publisher, make_engine
+):
+    engine = make_engine(ring_gather_ms=20)
+    lead_ms = engine.ringer.lead.observe(10)  # the database was slow to lock: 22 ms
+    now = fake_clock.now_ms()
+    targets = [now + 1_000, now + 1_010]  # the second 10 ms past the first's lead
+    store.create_many([NewAlarm("app", f"g{i}", "p", t, None) for i, t in enumerate(targets)], now)
+    engine.preloader.run_once()
+    fake_clock.set(targets[0] - lead_ms)
+    settle(engine, fake_clock)
+    assert engine.ringer.in_flight == 1 and len(engine.heap) == 1
+    fake_clock.set(targets[0])
     assert engine.ringer.close(Deadline(5)) == 0
-    assert len(publisher.published) == 3
 
 
 def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, publisher):

@@ -139,12 +139,16 @@ class Ringer:
         return wait_ms / 1000
 
     def _gather_ms(self) -> int:
-        """How far past the lead this pass takes claims: `batches.gather_ms` while fewer than
-        half of the lanes are busy, else nothing. A gathered batch holds its lane that much
-        longer; under load the lanes were then all busy and what fell due waited for one."""
+        """How far past the lead this pass takes claims: `batches.gather_ms` while the lead is
+        no longer than that and a lane stays free beside this pass's, else nothing. A batch
+        holds its lane for the lead, the gathering and its confirms: with the lead grown under
+        load, gathered batches kept every lane busy and what fell due waited for one."""
+        gather_ms = self.batches.gather_ms
+        if self.lead.ms > gather_ms:
+            return 0
         with self._in_flight_lock:
             busy = self._lanes_busy
-        return self.batches.gather_ms if 2 * busy < self._lane_count else 0
+        return gather_ms if busy + 2 <= self._lane_count else 0
 
     def _held_back_beside_others(self) -> bool:
         """Whether BESIDE_BACKLOG_LANES lanes are busy while a backlog is due beside other
