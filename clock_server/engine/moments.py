@@ -1,8 +1,57 @@
-"""When each row of a ring batch may ring, and its rows grouped by that moment."""
+"""When each row of a ring batch may ring, its rows grouped by that moment, and the groups
+handed to the publisher to send at their moments."""
 
 from __future__ import annotations
 
-from clock_server.model import RingRow
+import functools
+from collections.abc import Callable
+
+from clock_server.broker.publisher import PendingBatch, Publisher, TimedBatch, TimedGroup
+from clock_server.engine.messages import message_of
+from clock_server.model import OutgoingMessage, RingRow
+from clock_server.timesource import Clock
+
+Sent = tuple[list[RingRow], int, TimedBatch]  # rows, the moment they were for, their publish
+# Rows split by the connection that publishes them (BatchRinger._connections).
+Connections = Callable[[list[RingRow]], list[tuple[list[RingRow], Publisher]]]
+
+
+class SentNow:
+    """A publish the lane made at its moment, seen as a `TimedBatch`."""
+
+    def __init__(self, pending: PendingBatch, at_ms: int) -> None:
+        self._pending = pending
+        self.sent_at_ms: int | None = at_ms
+        self.too_late: list[int] = []
+
+    def wait(self, timeout_s: float) -> list[bool]:
+        return self._pending.wait(timeout_s)
+
+
+def hand_over(
+    rows: list[RingRow], due_at: dict[int, int], clock: Clock, connections: Connections
+) -> list[Sent]:
+    """Hand every moment's rows to their publisher at once (`Publisher.start_timed`), which
+    sends each group when its moment comes on `clock`, so the caller does not wake at each.
+    Returns the groups in the order of their moments."""
+    plans: dict[int, tuple[Publisher, list[tuple[TimedGroup, list[RingRow]]]]] = {}
+    for at_ms, group in by_moment(rows, due_at, clock.now_ms()):
+        for part, on in connections(group):
+            cutoffs = [row.latest_ring_at for row in part]
+            timed = TimedGroup(
+                at_ms,
+                len(part),
+                functools.partial(_messages, part),
+                cutoffs if any(cut is not None for cut in cutoffs) else None,
+            )
+            plans.setdefault(id(on), (on, []))[1].append((timed, part))
+    sent: list[Sent] = []
+    for on, plan in plans.values():
+        handed = on.start_timed([timed for timed, _ in plan], clock)
+        for (timed, part), batch in zip(plan, handed, strict=True):
+            sent.append((part, timed.at_ms, batch))
+    sent.sort(key=lambda item: item[1])
+    return sent
 
 
 def ready_at(row: RingRow, due_at: dict[int, int]) -> int:
@@ -42,3 +91,7 @@ def interleaved(rows: list[RingRow]) -> list[RingRow]:
         keyed.append((turn, position, row))
     keyed.sort(key=lambda item: (item[0], item[1]))
     return [row for _, _, row in keyed]
+
+
+def _messages(rows: list[RingRow], published_at: int) -> list[OutgoingMessage]:
+    return [message_of(row, published_at) for row in rows]

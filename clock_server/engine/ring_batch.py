@@ -3,13 +3,12 @@ outcome, all in one transaction."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-from clock_server.broker.publisher import PendingBatch, Publisher, TimedBatch, TimedGroup
+from clock_server.broker.publisher import Publisher
 from clock_server.deadline import Deadline
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.channels import Channels, Route
@@ -17,7 +16,14 @@ from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.lead import LockLead
 from clock_server.engine.messages import message_of
-from clock_server.engine.moments import by_moment, interleaved, past_cutoff, ready_at
+from clock_server.engine.moments import (
+    Sent,
+    SentNow,
+    hand_over,
+    interleaved,
+    past_cutoff,
+    ready_at,
+)
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
 from clock_server.model import (
@@ -25,7 +31,6 @@ from clock_server.model import (
     NOT_CONFIRMED,
     PUBLISHER_UNAVAILABLE,
     Claim,
-    OutgoingMessage,
     RingRow,
 )
 from clock_server.store.ports import ClaimStore, RingTransaction
@@ -35,21 +40,6 @@ log = logging.getLogger(__name__)
 
 DB_RETRY_MS = 1_000
 _LEAD_SLACK_MS = 50
-
-
-class _SentNow:
-    """A publish the lane made at its moment, seen as a `TimedBatch`."""
-
-    def __init__(self, pending: PendingBatch, at_ms: int) -> None:
-        self._pending = pending
-        self.sent_at_ms: int | None = at_ms
-        self.too_late: list[int] = []
-
-    def wait(self, timeout_s: float) -> list[bool]:
-        return self._pending.wait(timeout_s)
-
-
-_Sent = tuple[list[RingRow], int, TimedBatch]  # rows, the moment they were for, their publish
 
 
 class _Recorded(NamedTuple):
@@ -185,7 +175,12 @@ class BatchRinger:
         beside = self._few_beside_backlog(rows, publisher)
         expired: list[RingRow] = []
         if all(route.channel == AMQP for route in routes.values()):
-            sent = self._publish_timed(rows, due_at, publisher, beside)
+            # A row whose cutoff has passed by its moment is not sent (`TimedBatch.too_late`),
+            # and is expired only then, even when it will have passed by its moment (a retry
+            # due after its cutoff).
+            sent = hand_over(
+                rows, due_at, self.clock, lambda part: self._connections(part, publisher, beside)
+            )
         else:
             sent, expired = self._publish_by_lane(tx, rows, due, due_at, publisher, beside, routes)
         confirmed: list[tuple[list[RingRow], int, list[bool]]] = []
@@ -204,36 +199,6 @@ class BatchRinger:
         self._count(recorded, [row.application for row in expired])
         return len(recorded.dead_ids)
 
-    def _publish_timed(
-        self,
-        rows: list[RingRow],
-        due_at: dict[int, int],
-        publisher: Publisher,
-        beside: set[str],
-    ) -> list[_Sent]:
-        """Hand every moment's rows to the publisher at once, each group sent by it when its
-        moment comes: this thread does not wake at each. A row whose cutoff has passed by
-        then is not sent (`TimedBatch.too_late`); it is expired only once it has passed,
-        even when it will have passed by its moment (a retry due after its cutoff)."""
-        plans: dict[int, tuple[Publisher, list[tuple[TimedGroup, list[RingRow]]]]] = {}
-        for at_ms, group in by_moment(rows, due_at, self.clock.now_ms()):
-            for part, on in self._connections(group, publisher, beside):
-                cutoffs = [row.latest_ring_at for row in part]
-                timed = TimedGroup(
-                    at_ms,
-                    len(part),
-                    functools.partial(_messages, part),
-                    cutoffs if any(cut is not None for cut in cutoffs) else None,
-                )
-                plans.setdefault(id(on), (on, []))[1].append((timed, part))
-        sent: list[_Sent] = []
-        for on, plan in plans.values():
-            handed = on.start_timed([timed for timed, _ in plan], self.clock)
-            for (timed, part), batch in zip(plan, handed, strict=True):
-                sent.append((part, timed.at_ms, batch))
-        sent.sort(key=lambda item: item[1])
-        return sent
-
     def _publish_by_lane(
         self,
         tx: RingTransaction,
@@ -243,12 +208,12 @@ class BatchRinger:
         publisher: Publisher,
         beside: set[str],
         routes: dict[str, Route],
-    ) -> tuple[list[_Sent], list[RingRow]]:
+    ) -> tuple[list[Sent], list[RingRow]]:
         """Wait on the clock for each moment, then publish its rows and start its webhook
         calls (or hand them to pullers), never before. Returns what was published, and the
         rows past their cutoff at their moment."""
         assert self.channels is not None
-        sent: list[_Sent] = []
+        sent: list[Sent] = []
         expired: list[RingRow] = []
         handed: list[tuple[RingRow, int]] = []  # to a webhook or to pullers, and when
         versions: dict[int, int] = {}  # the claims' versions, once a row is handed off
@@ -271,7 +236,7 @@ class BatchRinger:
             handed += [(row, now_ms) for row in others]
             for part, on in self._connections(ready, publisher, beside):
                 pending = on.start_batch([message_of(row, now_ms) for row in part])
-                sent.append((part, now_ms, _SentNow(pending, now_ms)))
+                sent.append((part, now_ms, SentNow(pending, now_ms)))
         if handed:
             self._hand_off(tx, handed, due_at, routes)
         return sent, expired
@@ -399,7 +364,3 @@ class BatchRinger:
                 recorded.dead_ids[:20],
                 extra={"action": "alarm_dead", "dead": dead},
             )
-
-
-def _messages(rows: list[RingRow], published_at: int) -> list[OutgoingMessage]:
-    return [message_of(row, published_at) for row in rows]
