@@ -446,6 +446,20 @@ def test_a_batch_gathers_nothing_while_the_lead_is_longer_than_the_gathering(
     assert engine.ringer.close(Deadline(5)) == 0
 
 
+def _step_to_each_target(
+    clock: SettableClock, publisher: InMemoryPublisher, targets: list[int]
+) -> None:
+    """With one lane asleep until the first target: nothing is published 1 ms before each
+    target, and one more alarm at each."""
+    for rung, target in enumerate(targets):
+        clock.wait_for_sleepers(1)
+        assert len(publisher.published) == rung
+        clock.set(target - 1)
+        assert clock.sleepers == 1 and len(publisher.published) == rung
+        clock.set(target)
+        _wait_until(lambda rung=rung: len(publisher.published) == rung + 1)
+
+
 def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, publisher):
     settings = Settings(instance_id="lead", ring_lead_ms=400)
     engine = AlarmEngine(
@@ -457,13 +471,7 @@ def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, pub
     engine.preloader.run_once()
     settle(engine, fake_clock)  # one lane took all ten, 150+ ms ahead, and sleeps till the first
     assert len(engine.heap) == 0 and engine.ringer.in_flight == 1
-    for rung, target in enumerate(targets):
-        fake_clock.wait_for_sleepers(1)
-        assert len(publisher.published) == rung
-        fake_clock.set(target - 1)
-        assert fake_clock.sleepers == 1 and len(publisher.published) == rung
-        fake_clock.set(target)
-        _wait_until(lambda rung=rung: len(publisher.published) == rung + 1)
+    _step_to_each_target(fake_clock, publisher, targets)
     assert engine.ringer.close(Deadline(5)) == 0
     sent = [json.loads(message.body) for message in publisher.published]
     assert [body["published_at"] for body in sent] == targets
@@ -485,13 +493,7 @@ def test_a_batch_gathers_what_falls_due_just_after_and_rings_each_at_its_moment(
     # holds the whole database, only what the lead reaches.
     gathered = 4 if store.caps.row_locks else 1
     assert engine.ringer.in_flight == 1 and len(engine.heap) == len(targets) - gathered
-    for rung, target in enumerate(targets[:gathered]):
-        fake_clock.wait_for_sleepers(1)
-        assert len(publisher.published) == rung
-        fake_clock.set(target - 1)
-        assert fake_clock.sleepers == 1 and len(publisher.published) == rung
-        fake_clock.set(target)
-        _wait_until(lambda rung=rung: len(publisher.published) == rung + 1)
+    _step_to_each_target(fake_clock, publisher, targets[:gathered])
     assert engine.ringer.close(Deadline(5)) == 0
     bodies = [json.loads(m.body) for m in publisher.published]
     assert [b["published_at"] for b in bodies] == [b["target_ring_at"] for b in bodies]
