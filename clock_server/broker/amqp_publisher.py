@@ -320,7 +320,13 @@ class AmqpPublisher:
         if batch.done.is_set():  # failed meanwhile: the connection was lost
             return
         batch.sent_at_ms = now_ms
-        batch.messages = list(group.make(now_ms))
+        try:
+            batch.messages = list(group.make(now_ms))
+        except Exception:  # the IO loop goes on for the other groups
+            log.exception("making a timed group of %d messages failed", group.size,
+                          extra={"action": "publish_error"})  # fmt: skip
+            batch.finish()
+            return
         if group.not_after_ms is not None:
             cutoffs = enumerate(group.not_after_ms)
             if late := [i for i, cutoff in cutoffs if cutoff is not None and cutoff < now_ms]:
