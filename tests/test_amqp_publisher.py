@@ -527,6 +527,26 @@ def test_messages_past_their_cutoff_at_the_moment_are_withheld(broker, make_publ
 
 
 @pytest.mark.rabbitmq
+def test_a_group_whose_messages_cannot_be_made_fails_alone(broker, make_publisher, caplog):
+    publisher = make_publisher()
+    clock = SettableClock()
+    application = broker.app()
+    broker.bind_queue(application)
+    messages = _messages(application, 2)
+
+    def broken(_now_ms: int) -> list[OutgoingMessage]:
+        raise ValueError("no body")
+
+    broken_group = TimedGroup(clock.now_ms(), 2, broken)
+    failed, sent = publisher.start_timed([broken_group, _timed(clock.now_ms(), messages)], clock)
+
+    assert failed.wait(5.0) == [False, False]
+    assert sent.wait(5.0) == [True, True]
+    assert _ids(broker.drain(application)) == [m.message_id for m in messages]
+    assert "making a timed group of 2 messages failed" in caplog.text
+
+
+@pytest.mark.rabbitmq
 def test_groups_handed_to_a_closed_publisher_fail_at_once(broker, make_publisher):
     publisher = make_publisher()
     publisher.close()
