@@ -37,7 +37,9 @@ class _TimedInMemory:
 
 
 class _TimedGroups:
-    def __init__(self, publisher: InMemoryPublisher, groups: Sequence[TimedGroup], clock: Clock):
+    def __init__(
+        self, publisher: InMemoryPublisher, groups: Sequence[TimedGroup], clock: Clock
+    ) -> None:
         self._publisher = publisher
         self._groups = list(groups)
         self._clock = clock
@@ -54,8 +56,7 @@ class _TimedGroups:
     def _send(self, group: TimedGroup, handle: _TimedInMemory) -> None:
         self._clock.sleep_until(group.at_ms)
         now_ms = handle.sent_at_ms = self._clock.now_ms()
-        cutoffs = group.not_after_ms or [None] * group.size
-        handle.too_late = [i for i, cut in enumerate(cutoffs) if cut is not None and cut < now_ms]
+        handle.too_late = group.too_late(now_ms)
         late = set(handle.too_late)
         messages = group.make(now_ms)
         sent = [message for i, message in enumerate(messages) if i not in late]

@@ -327,10 +327,8 @@ class AmqpPublisher:
                           extra={"action": "publish_error"})  # fmt: skip
             batch.finish()
             return
-        if group.not_after_ms is not None:
-            cutoffs = enumerate(group.not_after_ms)
-            if late := [i for i, cutoff in cutoffs if cutoff is not None and cutoff < now_ms]:
-                batch.withhold(late)
+        if late := group.too_late(now_ms):
+            batch.withhold(late)
         self._start_batch(batch)
 
     def _start_batch(self, batch: Batch) -> None:

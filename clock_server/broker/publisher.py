@@ -27,6 +27,12 @@ class TimedGroup(NamedTuple):
     make: Callable[[int], Sequence[OutgoingMessage]]
     not_after_ms: Sequence[int | None] | None = None
 
+    def too_late(self, now_ms: int) -> list[int]:
+        """The indices of the messages whose cutoff has passed by `now_ms`."""
+        if self.not_after_ms is None:
+            return []
+        return [i for i, cut in enumerate(self.not_after_ms) if cut is not None and cut < now_ms]
+
 
 class TimedBatch(PendingBatch, Protocol):
     """A `TimedGroup` handed to the broker. Once `wait` has returned, `sent_at_ms` is when its
