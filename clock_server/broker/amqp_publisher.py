@@ -34,6 +34,14 @@ _WRITE_BUFFER_BYTES = 256 * 1024
 _RECHECK_MS = 100
 
 
+def _since_sent(batch: Batch) -> str:
+    """How long a batch given up on had been out: a later group of a timed batch is waited
+    for with what is left of the batch's publish timeout, which may be nothing."""
+    if batch.sent_at is None:
+        return "before the publish timeout; they were never sent"
+    return f"{time.monotonic() - batch.sent_at:.1f} s after they were sent"
+
+
 class _PendingAmqpBatch:
     def __init__(self, publisher: AmqpPublisher, batch: Batch) -> None:
         self._publisher = publisher
@@ -42,7 +50,7 @@ class _PendingAmqpBatch:
     def wait(self, timeout_s: float) -> list[bool]:
         batch = self._batch
         if batch.size and not batch.done.wait(timeout_s) and (missing := batch.finish()):
-            log.warning("%d messages not confirmed within %.1f s", missing, timeout_s,
+            log.warning("%d messages not confirmed %s", missing, _since_sent(batch),
                         extra={"action": "publish_unconfirmed"})  # fmt: skip
         self._publisher._forget(batch)
         observe = self._publisher.observe_confirm
