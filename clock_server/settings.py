@@ -60,7 +60,7 @@ class Settings:
     ring_lanes: int = 4
     ring_lead_ms: int = 5
     ring_lead_max_ms: int = 50
-    ring_gather_ms: int = 20
+    ring_gather_ms: int = 50
     publish_timeout_s: float = 10.0
     retry_base_s: float = 1.0
     retry_cap_s: float = 300.0
