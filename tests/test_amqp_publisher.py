@@ -457,6 +457,14 @@ def test_quorum_queues_are_declared_when_asked_for(broker, make_publisher) -> No
 # never before, and without the messages whose cutoff has passed by then -------------------
 
 
+@pytest.fixture
+def timed_setup(broker, make_publisher) -> tuple[AmqpPublisher, SettableClock, str]:
+    """A publisher, a fake clock for its timed groups, and an application with a bound queue."""
+    application = broker.app()
+    broker.bind_queue(application)
+    return make_publisher(), SettableClock(), application
+
+
 def _timed(at_ms: int, messages: list[OutgoingMessage], cutoffs=None, made_at=None) -> TimedGroup:
     """A group of `messages`; the moments they were made for are appended to `made_at`."""
 
@@ -473,12 +481,9 @@ def _ids(received) -> list[str]:
 
 
 @pytest.mark.rabbitmq
-def test_each_group_is_sent_when_its_moment_comes_on_the_clock(broker, make_publisher):
-    publisher = make_publisher()
-    clock = SettableClock()
+def test_each_group_is_sent_when_its_moment_comes_on_the_clock(broker, timed_setup):
+    publisher, clock, application = timed_setup
     now = clock.now_ms()
-    application = broker.app()
-    broker.bind_queue(application)
     first, second = _messages(application, 3), _messages(application, 5)[3:]
     made_at: list[int] = []
 
@@ -504,12 +509,9 @@ def test_each_group_is_sent_when_its_moment_comes_on_the_clock(broker, make_publ
 
 
 @pytest.mark.rabbitmq
-def test_messages_past_their_cutoff_at_the_moment_are_withheld(broker, make_publisher):
-    publisher = make_publisher()
-    clock = SettableClock()
+def test_messages_past_their_cutoff_at_the_moment_are_withheld(broker, timed_setup):
+    publisher, clock, application = timed_setup
     now = clock.now_ms()
-    application = broker.app()
-    broker.bind_queue(application)
     messages = _messages(application, 4)
     cutoffs = [None, now + 120, now + 150, now + 110]
 
@@ -528,11 +530,8 @@ def test_messages_past_their_cutoff_at_the_moment_are_withheld(broker, make_publ
 
 
 @pytest.mark.rabbitmq
-def test_a_group_whose_messages_cannot_be_made_fails_alone(broker, make_publisher, caplog):
-    publisher = make_publisher()
-    clock = SettableClock()
-    application = broker.app()
-    broker.bind_queue(application)
+def test_a_group_whose_messages_cannot_be_made_fails_alone(broker, caplog, timed_setup):
+    publisher, clock, application = timed_setup
     messages = _messages(application, 2)
 
     def broken(_now_ms: int) -> list[OutgoingMessage]:
@@ -548,11 +547,8 @@ def test_a_group_whose_messages_cannot_be_made_fails_alone(broker, make_publishe
 
 
 @pytest.mark.rabbitmq
-def test_a_group_given_up_on_before_its_moment_is_never_sent(broker, make_publisher, caplog):
-    publisher = make_publisher()
-    clock = SettableClock()
-    application = broker.app()
-    broker.bind_queue(application)
+def test_a_group_given_up_on_before_its_moment_is_never_sent(broker, caplog, timed_setup):
+    publisher, clock, application = timed_setup
     messages = _messages(application, 3)
 
     with caplog.at_level(logging.WARNING, logger="clock_server.broker.amqp_publisher"):
