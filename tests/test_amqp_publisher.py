@@ -274,7 +274,7 @@ def test_missing_confirms_time_out_as_false(broker, make_publisher, monkeypatch,
 
     assert results == [False] * 5
     assert 0.3 <= time.monotonic() - started < 1.0
-    assert re.search(r"5 messages not confirmed 0\.[3-9] s after they were sent", caplog.text)
+    assert re.search(r"5 messages not confirmed \d+\.\d s after they were sent", caplog.text)
 
 
 @pytest.mark.rabbitmq
