@@ -50,6 +50,9 @@ NOISY_FIGURES = (
     ("B received p99 during A's drain, ms", ("quiet_received_ms", "during", "p99")),
     ("B published p99 during A's drain, ms", ("quiet_published_during_ms", "p99")),
     ("A rings/s beside B", ("drain_rate_per_s",)),
+    # CPU from A's second until its last alarm arrived, per alarm of A, B's share included
+    ("engine µs per alarm of A", ("engine_cpu_us_per_alarm",)),
+    ("mariadb µs per alarm of A", ("mariadb_cpu_us_per_alarm",)),
     ("B lost", ("quiet_lost",)),
 )
 FIGURES = {"steady": STEADY_FIGURES, "burst": BURST_FIGURES, "noisy": NOISY_FIGURES}
