@@ -22,7 +22,9 @@ class _Settled:
 class _TimedInMemory:
     """A timed group of the twin. The thread that waits for a group of a `start_timed` call
     sends it, and every earlier group of that call not sent yet first, in order, each once
-    its moment has come on the clock (sleeping on the clock until then)."""
+    its moment has come on the clock (sleeping on the clock until then). A group whose moment
+    is further off on the clock than the wait's timeout is given up on, all False, and never
+    sent: as the real publisher does when its moment does not come within the timeout."""
 
     def __init__(self, groups: _TimedGroups, index: int) -> None:
         self._groups = groups
@@ -32,7 +34,7 @@ class _TimedInMemory:
         self.outcome: list[bool] = []
 
     def wait(self, timeout_s: float) -> list[bool]:
-        self._groups.send_through(self._index)
+        self._groups.send_through(self._index, self._groups.now_ms() + int(timeout_s * 1000))
         return self.outcome
 
 
@@ -47,13 +49,19 @@ class _TimedGroups:
         self._sent = 0
         self._lock = threading.Lock()
 
-    def send_through(self, index: int) -> None:
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
+    def send_through(self, index: int, give_up_after_ms: int) -> None:
         with self._lock:
             while self._sent <= index:
-                self._send(self._groups[self._sent], self.handles[self._sent])
+                self._send(self._groups[self._sent], self.handles[self._sent], give_up_after_ms)
                 self._sent += 1
 
-    def _send(self, group: TimedGroup, handle: _TimedInMemory) -> None:
+    def _send(self, group: TimedGroup, handle: _TimedInMemory, give_up_after_ms: int) -> None:
+        if group.at_ms > give_up_after_ms:
+            handle.outcome = [False] * group.size
+            return
         self._clock.sleep_until(group.at_ms)
         now_ms = handle.sent_at_ms = self._clock.now_ms()
         handle.too_late = group.too_late(now_ms)

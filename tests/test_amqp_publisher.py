@@ -246,12 +246,14 @@ def test_connection_lost_mid_batch_fails_unconfirmed(broker, make_publisher, mon
     publisher = make_publisher()
     publish = publisher._publish
 
-    def publish_then_drop(batch):
-        publish(batch)
-        # Test-only: cut the TCP stream on the IO thread before any confirm can arrive.
+    def drop_then_publish(batch):
+        # Test-only: cut the TCP stream on the IO thread as the batch goes out. Cut after the
+        # publish, the batch has already been sent (the publisher sends at once), and Linux
+        # still hands a socket shut for reading the broker's confirms.
         publisher._connection._transport._sock.shutdown(socket.SHUT_RDWR)
+        publish(batch)
 
-    monkeypatch.setattr(publisher, "_publish", publish_then_drop)
+    monkeypatch.setattr(publisher, "_publish", drop_then_publish)
     started = time.monotonic()
     results = publisher.publish_batch(_messages(broker.app(), 50), timeout_s=5.0)
 
@@ -611,3 +613,18 @@ def test_the_twin_publishes_a_group_when_its_waiter_finds_the_moment_come():
     assert outcome == [[True, False, True]]
     assert timed.too_late == [1] and timed.sent_at_ms == now + 70
     assert publisher.published == [messages[0], messages[2]]
+
+
+def test_the_twin_gives_up_on_a_group_whose_moment_is_past_the_timeout():
+    publisher = InMemoryPublisher()
+    clock = SettableClock()
+    now = clock.now_ms()
+    early, late = _messages("app", 2), _messages("app", 4)[2:]
+    soon, far = publisher.start_timed([_timed(now, early), _timed(now + 2_000, late)], clock)
+
+    assert far.wait(1.0) == [False, False]
+    assert far.sent_at_ms is None
+    assert soon.wait(1.0) == [True, True]
+    clock.set(now + 3_000)
+    assert far.wait(1.0) == [False, False]
+    assert publisher.published == early  # the group given up on is never sent

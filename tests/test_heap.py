@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clock_server.engine.heap import ClaimHeap
+from clock_server.engine.heap import ClaimHeap, few_beside_backlog
 from clock_server.model import Claim
 
 claims = st.lists(
@@ -157,6 +157,16 @@ def test_pop_few_beside_a_backlog_takes_nothing_without_one():
     heap.push_many([Claim(1_000, 3, 1, "a")])  # a now has two due: more than few
     assert heap.pop_few(2_000, 100, 1, beside_backlog=True) == ([Claim(1_000, 2, 1, "b")], None)
     assert len(heap) == 2
+
+
+@given(st.dictionaries(st.sampled_from("abcd"), st.integers(0, 20)), st.integers(0, 10))
+def test_few_beside_a_backlog_are_the_light_applications_only_when_one_is_heavy(counts, few):
+    beside = few_beside_backlog(counts, few)
+    heavy = [app for app, count in counts.items() if count > few]
+    if heavy:
+        assert beside == {app for app, count in counts.items() if count <= few}
+    else:
+        assert beside == set()
 
 
 def test_a_capped_application_gives_at_most_its_cap_and_keeps_the_rest():

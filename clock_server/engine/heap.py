@@ -142,7 +142,7 @@ class ClaimHeap:
         next_ms: int | None = None
         with self._lock:
             counts = [(app, own, own.bisect_right(bound)) for app, own in self._by_app.items()]
-            if beside_backlog and all(count <= few for _, _, count in counts):
+            if beside_backlog and not any(count > few for _, _, count in counts):
                 return [], None
             for application, own, count in counts:
                 if count > few:
@@ -203,6 +203,13 @@ class ClaimHeap:
     def _due_per_app(self, bound: _Held) -> list[tuple[str, int]]:
         counts = ((app, own.bisect_right(bound)) for app, own in self._by_app.items())
         return [(app, count) for app, count in counts if count]
+
+
+def few_beside_backlog(counts: Mapping[str, int], few: int) -> set[str]:
+    """The applications with at most `few` when another has more: those beside a backlog."""
+    if not any(count > few for count in counts.values()):
+        return set()
+    return {application for application, count in counts.items() if count <= few}
 
 
 def _bound(now_ms: int) -> _Held:

@@ -13,7 +13,7 @@ from clock_server.deadline import Deadline
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.channels import Channels, Route
 from clock_server.engine.delivery_gate import DeliveryGate
-from clock_server.engine.heap import ClaimHeap
+from clock_server.engine.heap import ClaimHeap, few_beside_backlog
 from clock_server.engine.lead import LockLead
 from clock_server.engine.messages import message_of
 from clock_server.engine.moments import (
@@ -193,7 +193,8 @@ class BatchRinger:
                 expired += [ready[index] for index in sorted(late)]
                 kept = [index for index in range(len(ready)) if index not in late]
                 ready, flags = [ready[i] for i in kept], [flags[i] for i in kept]
-            confirmed.insert(0, (ready, pending.sent_at_ms or at_ms, flags))
+            confirmed.append((ready, pending.sent_at_ms or at_ms, flags))
+        confirmed.reverse()
         tx.mark_expired(sorted(row.id for row in expired), self.clock.now_ms())
         recorded = self._record(tx, confirmed, due_at, retries)
         self._count(recorded, [row.application for row in expired])
@@ -245,10 +246,7 @@ class BatchRinger:
         """The applications with few rows in a batch that holds a backlog's many."""
         if publisher is self.express_publisher or len(rows) <= self.few_due:
             return set()
-        counts = Counter(row.application for row in rows)
-        if len(counts) < 2 or max(counts.values()) <= self.few_due:
-            return set()
-        return {application for application, count in counts.items() if count <= self.few_due}
+        return few_beside_backlog(Counter(row.application for row in rows), self.few_due)
 
     def _connections(
         self, ready: list[RingRow], publisher: Publisher, beside: set[str]
