@@ -430,6 +430,45 @@ def test_a_batch_gathers_only_while_a_lane_stays_free_beside_it(
         assert engine.ringer.close(Deadline(5)) == 0
 
 
+@pytest.mark.mariadb
+@pytest.mark.parametrize(("gather_ms", "left"), [(50, 1), (0, 3)])
+def test_an_express_batch_gathers_an_applications_next_few_alarms(
+    mariadb_store, fake_clock, gather_ms, left
+):
+    store = mariadb_store
+    publisher = _HoldingPublisher()
+    settings = Settings(instance_id="x", ring_gather_ms=gather_ms)
+    engine = AlarmEngine(
+        settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, fake_clock, Metrics()
+    )
+    now = fake_clock.now_ms()
+    held = [now + 100 * i for i in range(settings.ring_lanes)]
+    store.create_many([NewAlarm("held", f"h{i}", "p", t, None) for i, t in enumerate(held)], now)
+    targets = [now + 1_000, now + 1_015, now + 1_030, now + 1_060]  # the last past 50 ms
+    store.create_many([NewAlarm("app", f"x{i}", "p", t, None) for i, t in enumerate(targets)], now)
+    engine.preloader.run_once()
+    try:
+        for count, moment in enumerate(held, 1):  # every lane held by the broker
+            fake_clock.set(moment)
+            while engine.ringer.run_once() == 0.0:
+                pass
+            _wait_until(lambda count=count: publisher.holding == count)
+        # One lead before the first (the held lanes' waits grew it): an express lane takes it.
+        assert engine.ringer.lead.ms <= 50
+        fake_clock.set(targets[0] - engine.ringer.lead.ms)
+        engine.ringer.run_once()
+        assert engine.ringer.in_flight == settings.ring_lanes + 1
+        assert len(engine.heap) == left
+        for rung, target in enumerate(targets[: len(targets) - left], 1):
+            fake_clock.set(target)  # each at its own moment, not at the batch's first
+            _wait_until(lambda rung=rung: len(_published_at(publisher, "app")) == rung)
+            assert _published_at(publisher, "app")[-1] == target
+    finally:
+        publisher.release.set()
+        fake_clock.set(targets[-1])
+        assert engine.ringer.close(Deadline(5)) == 0
+
+
 def test_a_batch_gathers_nothing_while_the_lead_is_longer_than_the_gathering(
     store, fake_clock, publisher, make_engine
 ):
@@ -498,6 +537,14 @@ def test_a_batch_gathers_what_falls_due_just_after_and_rings_each_at_its_moment(
     bodies = [json.loads(m.body) for m in publisher.published]
     assert [b["published_at"] for b in bodies] == [b["target_ring_at"] for b in bodies]
     assert [store.get("app", f"g{i}").rung_at for i in range(gathered)] == targets[:gathered]
+
+
+def _published_at(publisher: InMemoryPublisher, application: str) -> list[int]:
+    return [
+        json.loads(m.body)["published_at"]
+        for m in list(publisher.published)
+        if m.application == application
+    ]
 
 
 def _wait_until(condition, timeout_s: float = 5.0) -> None:

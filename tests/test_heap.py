@@ -128,6 +128,31 @@ def test_pop_few_takes_only_applications_with_few_due(items, now_ms, limit, few)
     assert next_ms == (min(left_light) if left_light else None)
 
 
+@given(mixed_claims, st.integers(0, 10_000), st.integers(0, 100), st.integers(1, 60))
+def test_pop_few_gathers_what_its_applications_have_due_soon_after(items, now_ms, gather, few):
+    heap = ClaimHeap(1_000)
+    heap.push_many(items)
+    taken, _ = heap.pop_few(now_ms, 1_000, few, gather_to_ms=now_ms + gather)
+    for app in "abcd":
+        own = sorted(c for c in items if c.application == app)
+        due = [c for c in own if c.due_ms <= now_ms]
+        expected = [c for c in own if c.due_ms <= now_ms + gather][:few] if due else []
+        if len(due) > few:
+            expected = []  # left whole, to the lanes
+        assert sorted(c for c in taken if c.application == app) == expected
+    rest = heap.drain()
+    assert sorted(rest + taken) == sorted(items)
+
+
+def test_pop_few_gathers_only_for_applications_with_something_due():
+    heap = ClaimHeap(1_000)
+    heap.push_many([Claim(1_000, 1, 1, "b"), Claim(1_030, 2, 1, "b"), Claim(1_060, 3, 1, "b")])
+    heap.push_many([Claim(1_010, 4, 1, "c")])  # nothing of c's due yet: not taken
+    taken, next_ms = heap.pop_few(1_000, 100, 50, gather_to_ms=1_050)
+    assert taken == [Claim(1_000, 1, 1, "b"), Claim(1_030, 2, 1, "b")]
+    assert next_ms == 1_010
+
+
 def test_pop_few_leaves_a_backlog_to_the_lanes():
     heap = ClaimHeap(100_000)
     heap.push_many(Claim(1_000, alarm_id, 1, "burst") for alarm_id in range(1, 5_001))

@@ -130,14 +130,21 @@ class ClaimHeap:
         return _claims(taken)
 
     def pop_few(
-        self, now_ms: int, limit: int, few: int, beside_backlog: bool = False
+        self,
+        now_ms: int,
+        limit: int,
+        few: int,
+        beside_backlog: bool = False,
+        gather_to_ms: int | None = None,
     ) -> tuple[list[Claim], int | None]:
         """Remove and return, up to `limit` in all, the due claims (due_ms <= now_ms) of each
         application that has at most `few` due; an application with more is left whole.
-        With `beside_backlog`, nothing unless some application has more than `few` due.
-        Also returns the earliest due time left among the applications not left whole, or
-        None: when to look again."""
+        With `gather_to_ms`, each application that has some due also gives those due by
+        then, up to `few` of its claims in all. With `beside_backlog`, nothing unless some
+        application has more than `few` due. Also returns the earliest due time left among
+        the applications not left whole, or None: when to look again."""
         bound = _bound(now_ms)
+        gather_bound = _bound(gather_to_ms) if gather_to_ms is not None else None
         taken: list[_Held] = []
         next_ms: int | None = None
         with self._lock:
@@ -147,6 +154,8 @@ class ClaimHeap:
             for application, own, count in counts:
                 if count > few:
                     continue
+                if count and gather_bound is not None:
+                    count = min(own.bisect_right(gather_bound), few)
                 count = min(count, limit - len(taken))
                 share = list(own.islice(0, count))
                 del own[:count]

@@ -54,7 +54,8 @@ class Ringer:
     in advance; each is then published the moment it is due, so the lock's round trip is not
     part of the lateness (`LockLead`, grown while locking is slow). A pass takes with them
     those due up to `batches.gather_ms` later, so that at a steady rate one batch covers that
-    span instead of each alarm paying for a transaction of its own.
+    span instead of each alarm paying for a transaction of its own. An express batch gathers
+    the same way, up to `few_due` of each of its applications.
 
     ``on_lane_free`` wakes the ring loop when a lane comes free while the loop waits for one.
     Not after every batch: at a steady rate that would be one more pass of the loop per
@@ -93,6 +94,7 @@ class Ringer:
         self._executor = ThreadPoolExecutor(threads, "clock-ring-lane") if lanes > 1 else None
         self._in_flight: set[futures.Future[None]] = set()
         self._lanes_busy = 0  # of the `lanes`, not the express ones
+        self._express_busy = 0
         self._in_flight_lock = threading.Lock()
         # Set before the loop tries for a lane, and read by a lane after it came free: a lane
         # freed after a failed try always sees it set.
@@ -138,17 +140,19 @@ class Ringer:
         self._wake_at_ms = now_ms + wait_ms
         return wait_ms / 1000
 
-    def _gather_ms(self) -> int:
+    def _gather_ms(self, express: bool = False) -> int:
         """How far past the lead this pass takes claims: `batches.gather_ms` while the lead is
-        no longer than that and a lane stays free beside this pass's, else nothing. A batch
-        holds its lane for the lead, the gathering and its confirms: with the lead grown under
-        load, gathered batches kept every lane busy and what fell due waited for one."""
+        no longer than that and a lane (an express lane, for an express batch) stays free
+        beside this pass's, else nothing. A batch holds its lane for the lead, the gathering
+        and its confirms: with the lead grown under load, gathered batches kept every lane
+        busy and what fell due waited for one."""
         gather_ms = self.batches.gather_ms
         if self.lead.ms > gather_ms:
             return 0
         with self._in_flight_lock:
-            busy = self._lanes_busy
-        return gather_ms if busy + 2 <= self._lane_count else 0
+            busy = self._express_busy if express else self._lanes_busy
+        lanes = EXPRESS_LANES if express else self._lane_count
+        return gather_ms if busy + 2 <= lanes else 0
 
     def _held_back_beside_others(self) -> bool:
         """Whether BESIDE_BACKLOG_LANES lanes are busy while a backlog is due beside other
@@ -183,8 +187,16 @@ class Ringer:
         assert self._express is not None
         if not self._express.acquire(blocking=False):
             return False, None
+        due_by_ms = now_ms + self.lead.ms
+        # The few of each application gathered too: beside a backlog, a steady application's
+        # alarms would otherwise pay for an express batch each (finding 54).
+        gather_ms = self._gather_ms(express=True)
         due, next_due = self.heap.pop_few(
-            now_ms + self.lead.ms, self.batch, self.few_due, beside_backlog
+            due_by_ms,
+            self.batch,
+            self.few_due,
+            beside_backlog,
+            gather_to_ms=due_by_ms + gather_ms if gather_ms else None,
         )
         if due and (self.gate is not None or self.channels is not None):
             due = self._admit(due, now_ms)
@@ -241,6 +253,7 @@ class Ringer:
         assert self._executor is not None
         with self._in_flight_lock:
             self._lanes_busy += lane is self._lanes
+            self._express_busy += lane is self._express
         future = self._executor.submit(self._ring_in_lane, due, since_ms, lane)
         with self._in_flight_lock:
             self._in_flight.add(future)
@@ -261,6 +274,7 @@ class Ringer:
         finally:
             with self._in_flight_lock:
                 self._lanes_busy -= lane is self._lanes
+                self._express_busy -= lane is self._express
             lane.release()
             if self._loop_wants_lane and self.on_lane_free is not None:
                 self.on_lane_free()
