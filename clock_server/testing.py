@@ -34,7 +34,7 @@ class _TimedInMemory:
         self.outcome: list[bool] = []
 
     def wait(self, timeout_s: float) -> list[bool]:
-        self._groups.send_through(self._index, self._groups.now_ms() + int(timeout_s * 1000))
+        self._groups.send_through(self._index, timeout_s)
         return self.outcome
 
 
@@ -49,10 +49,8 @@ class _TimedGroups:
         self._sent = 0
         self._lock = threading.Lock()
 
-    def now_ms(self) -> int:
-        return self._clock.now_ms()
-
-    def send_through(self, index: int, give_up_after_ms: int) -> None:
+    def send_through(self, index: int, timeout_s: float) -> None:
+        give_up_after_ms = self._clock.now_ms() + int(timeout_s * 1000)
         with self._lock:
             while self._sent <= index:
                 self._send(self._groups[self._sent], self.handles[self._sent], give_up_after_ms)

@@ -149,7 +149,7 @@ class ClaimHeap:
         next_ms: int | None = None
         with self._lock:
             counts = [(app, own, own.bisect_right(bound)) for app, own in self._by_app.items()]
-            if beside_backlog and not any(count > few for _, _, count in counts):
+            if beside_backlog and not few_beside_backlog({a: n for a, _, n in counts}, few):
                 return [], None
             for application, own, count in counts:
                 if count > few:
