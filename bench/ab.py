@@ -4,8 +4,11 @@
     python -m bench.ab --old f78438a --scenario burst --alarms 100000 --pairs 2
     python -m bench.ab --old fa9f889 --between 9b96a59,f54a94d --new HEAD --scenario burst
     python -m bench.ab --old 7ca7c67 --scenario noisy --alarms 100000 --pairs 3
+    python -m bench.ab --old b4396da --scenario create --seconds 30 --alarms 200000 --pairs 3
 
 The noisy scenario runs bench.noisy's A beside B only (A alone is not part of the figures).
+The create scenario is bench.run's without its echo run: single creates with wrk for
+--seconds, then --alarms through the batch API.
 With --between, more revisions join the rotation (old, each of them, new; reversed every
 other round), to find which commit moved a figure.
 
@@ -55,7 +58,15 @@ NOISY_FIGURES = (
     ("mariadb µs per alarm of A", ("mariadb_cpu_us_per_alarm",)),
     ("B lost", ("quiet_lost",)),
 )
-FIGURES = {"steady": STEADY_FIGURES, "burst": BURST_FIGURES, "noisy": NOISY_FIGURES}
+CREATE_FIGURES = (
+    ("single creates/s", ("single", "requests_per_s")),
+    ("single create p99 ms", ("single", "p99_ms")),
+    ("web µs/request", ("single", "web_cpu_us_per_request")),
+    ("mariadb µs/request", ("single", "mariadb_cpu_us_per_request")),
+    ("batch alarms/s", ("batch", "alarms_per_s")),
+)
+FIGURES = {"steady": STEADY_FIGURES, "burst": BURST_FIGURES, "noisy": NOISY_FIGURES,
+           "create": CREATE_FIGURES}  # fmt: skip
 
 
 @contextmanager
@@ -123,6 +134,10 @@ def main() -> None:
                         result = scenarios.steady(work, args.rate, args.seconds)
                     elif args.scenario == "noisy":
                         result = noisy.run_once(work, args.alarms, 100, with_neighbour=True)
+                    elif args.scenario == "create":
+                        result = scenarios.creates(
+                            work, int(args.seconds), args.alarms, web_processes="2"
+                        )
                     else:
                         result = scenarios.burst(work, args.alarms)
                 results[side].append(result)

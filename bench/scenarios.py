@@ -259,6 +259,12 @@ def create(workdir: Path, duration_s: int, batch_alarms: int, **server_settings:
     """Scenario 4: single creates with wrk (64 connections), then alarms/s through the batch API;
     first the same wrk against the HTTP stack alone, for the share the web stack takes."""
     http_alone = http_alone_rate(duration_s, int(server_settings.get("web_processes", 2)))
+    return {**creates(workdir, duration_s, batch_alarms, **server_settings),
+            "http_alone": http_alone}  # fmt: skip
+
+
+def creates(workdir: Path, duration_s: int, batch_alarms: int, **server_settings: str) -> dict:
+    """Single creates with wrk (64 connections), then alarms/s through the batch API."""
     with BenchServer(workdir, **server_settings) as server:
         cpu_before = cpu_snapshot(server)
         single = WrkCreate(server.base_url, "wrkcreate", duration_s).start().result()
@@ -266,7 +272,7 @@ def create(workdir: Path, duration_s: int, batch_alarms: int, **server_settings:
         far = int(time.time() * 1000) + 86_400_000
         batch = bulk_create(server.base_url, f"batch{uuid.uuid4().hex[:6]}", batch_alarms, far)
         memory = server.memory_mb()
-    return {"single": single, "batch": batch, "http_alone": http_alone, **memory}
+    return {"single": single, "batch": batch, **memory}
 
 
 def clients(workdir: Path, connections: int, duration_s: int, **server_settings: str) -> dict:
