@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from clock_server.api import validation
-from clock_server.api.access import actor, authorize, authorize_listing, current_grant
+from clock_server.api.access import Creators, actor, authorize, authorize_listing, current_grant
 from clock_server.api.health_gauges import record_health
 from clock_server.api.http_errors import error_body, status_for
 from clock_server.api.openapi import openapi_document
@@ -34,7 +33,7 @@ def create_alarm() -> tuple[Response, int]:
     svc = services()
     data = json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
-    new = _as_caller(validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes))
+    new = validation.new_alarm(data, now_ms, svc.settings.payload_max_bytes, Creators())
     with svc.admission.admit([new], now_ms) as admitted:
         (outcome,) = admitted.outcomes
         if isinstance(outcome, ClockError):
@@ -56,10 +55,13 @@ def create_alarms() -> tuple[Response, int]:
     now_ms = svc.clock.now_ms()
     results: list[dict[str, Any] | None] = []
     valid = []
+    creators = Creators()
     for item in items:
         try:
-            new = validation.new_alarm(item, now_ms, svc.settings.payload_max_bytes)
-            valid.append(_as_caller(new))  # an item of another application gets its own 403
+            # an item of another application gets its own 403
+            valid.append(
+                validation.new_alarm(item, now_ms, svc.settings.payload_max_bytes, creators)
+            )
             results.append(None)
         except ClockError as error:
             results.append({"status": status_for(error), **error_body(error)})
@@ -230,12 +232,6 @@ def check_key(application: str, business_id: str) -> None:
     validation.check_application(application)
     validation.check_business_id(business_id)
     authorize(application)
-
-
-def _as_caller(new: NewAlarm) -> NewAlarm:
-    """403 for an application the token does not cover; else the alarm with its creator."""
-    authorize(new.application)
-    return replace(new, created_by=actor(new.application))
 
 
 def _names_the_events() -> bool:

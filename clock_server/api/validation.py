@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -121,10 +122,16 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def new_alarm(data: Any, now_ms: int, payload_max_bytes: int) -> NewAlarm:
+def new_alarm(
+    data: Any,
+    now_ms: int,
+    payload_max_bytes: int,
+    creator: Callable[[str], str | None] = lambda application: None,
+) -> NewAlarm:
     """Validate a create request; the target comes from delay_ms when that is given. A
     count-only alarm (`count_only` with `ring_after_count`) has no time: its target is the
-    end of the year 9999, so it rings by its count alone."""
+    end of the year 9999, so it rings by its count alone. `creator(application)`, asked once
+    the request is valid, names who creates it (`created_by`); it may refuse by raising."""
     if not isinstance(data, dict):
         raise ValidationError("each alarm must be a JSON object")
     body = _validate(CreateAlarm, data, payload_max_bytes)
@@ -151,6 +158,7 @@ def new_alarm(data: Any, now_ms: int, payload_max_bytes: int) -> NewAlarm:
         body.payload,
         target,
         body.latest_ring_at,
+        created_by=creator(body.application),
         ring_after_count=body.ring_after_count,
     )
 
