@@ -403,6 +403,29 @@ def test_batch_items_of_other_applications_get_their_own_403(auth_api: AuthApi) 
     check.response("/v1/alarms/batch", "POST", response)
 
 
+def test_a_batch_names_each_alarm_creator_and_refuses_each_foreign_item(
+    auth_api: AuthApi,
+) -> None:
+    """The token is checked once per application of a batch: every item of an application
+    it does not cover still gets its 403, and each created alarm's history names its creator."""
+    applications = ("orders", "other", "orders", "other", "billing")
+    items = [body(application=app, business_id=f"k{i}") for i, app in enumerate(applications)]
+    response = auth_api.open("POST", "/v1/alarms/batch", ORDERS, json={"alarms": items})
+    assert [r["status"] for r in response.get_json()["results"]] == [201, 403, 201, 403, 201]
+    admin_items = [body(application="other", business_id="k9")]
+    response = auth_api.open("POST", "/v1/alarms/batch", ADMIN, json={"alarms": admin_items})
+    assert [r["status"] for r in response.get_json()["results"]] == [201]
+
+    def creator(application: str, business_id: str) -> str:
+        url = f"/v1/alarms/{application}/{business_id}/events"
+        events = auth_api.open("GET", url, ADMIN).get_json()["events"]
+        assert events[0]["kind"] == "created"
+        return str(events[0]["actor"])
+
+    created = (("orders", "k0"), ("orders", "k2"), ("billing", "k4"), ("other", "k9"))
+    assert [creator(*key) for key in created] == ["orders", "orders", "billing", "admin"]
+
+
 def test_admin_token_sees_and_changes_every_application(auth_api: AuthApi) -> None:
     for application in ("orders", "other", "zzz"):
         response = auth_api.open("POST", "/v1/alarms", ADMIN, json=body(application=application))
