@@ -24,6 +24,7 @@ from clock_server.broker.publisher import TimedGroup
 from clock_server.errors import ConfigError
 from clock_server.model import OutgoingMessage
 from clock_server.testing import InMemoryPublisher, SettableClock
+from clock_server.timesource import SystemClock
 from tests.support import TcpProxy
 
 BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -508,6 +509,48 @@ def test_each_group_is_sent_when_its_moment_comes_on_the_clock(broker, timed_set
     assert handed[1].sent_at_ms == now + 250
     assert _ids(broker.drain(application)) == [m.message_id for m in second]
     assert made_at == [now + 100, now + 250]  # each made for the moment it went out
+
+
+@pytest.mark.rabbitmq
+def test_groups_a_millisecond_apart_go_out_at_their_moments_and_are_all_confirmed(
+    broker, make_publisher
+):
+    # While the next moment is near, the acks that came are read when it comes rather than
+    # as they arrive; the last group's ack must still be read once nothing else is due.
+    application = broker.app()
+    broker.bind_queue(application)
+    name = f"clock-test-{_uid()}"
+    publisher = make_publisher(_named_url(name))
+    clock = SystemClock()
+    start = clock.now_ms() + 50
+    messages = _messages(application, 40)
+    groups = [_timed(start + i, [message]) for i, message in enumerate(messages)]
+
+    handed = publisher.start_timed(groups, clock)
+
+    assert [batch.wait(5.0) for batch in reversed(handed)] == [[True]] * 40
+    assert all(batch.sent_at_ms >= group.at_ms for batch, group in zip(handed, groups, strict=True))
+    # (Not in order: the first groups went out as their queue's declaration was answered.)
+    assert sorted(_ids(broker.drain(application))) == sorted(m.message_id for m in messages)
+    # Reads are watched again with nothing due: a connection the broker closes is noticed.
+    _force_close(name)
+    assert _wait_until(lambda: not publisher.is_healthy(), 5.0)
+    assert publisher.wait_healthy(5.0)
+
+
+@pytest.mark.rabbitmq
+def test_groups_on_two_clocks_each_go_out_on_their_own(broker, timed_setup):
+    publisher, stopped, application = timed_setup
+    messages = _messages(application, 2)
+    system = SystemClock()
+
+    (waiting,) = publisher.start_timed([_timed(stopped.now_ms() + 1, messages[:1])], stopped)
+    (now,) = publisher.start_timed([_timed(system.now_ms(), messages[1:])], system)
+
+    assert now.wait(5.0) == [True]
+    assert _ids(broker.drain(application)) == [messages[1].message_id]
+    stopped.advance(1)
+    assert waiting.wait(5.0) == [True]
 
 
 @pytest.mark.rabbitmq

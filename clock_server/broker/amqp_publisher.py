@@ -20,6 +20,7 @@ from clock_server.broker.amqp_connection import PublishingConnection
 from clock_server.broker.amqp_frames import message_frames, publish_method_frame
 from clock_server.broker.amqp_nodes import node_parameters, node_urls
 from clock_server.broker.confirms import Batch, ConfirmTracker
+from clock_server.broker.moments import MomentQueue
 from clock_server.broker.publisher import PendingBatch, TimedBatch, TimedGroup
 from clock_server.model import OutgoingMessage
 from clock_server.timesource import Clock
@@ -32,6 +33,9 @@ _WRITE_BUFFER_BYTES = 256 * 1024
 # A timed group's moment is looked at again at least this often (ms of real time): its clock
 # may be a test's, which moves by steps, or the wall clock, which NTP may step.
 _RECHECK_MS = 100
+# With the next moment this close, the acks of the groups sent are read when it comes, not
+# as they arrive: at a steady rate, one wake-up of the IO thread per moment instead of two.
+_READ_AT_NEXT_MOMENT_MS = 2
 
 
 def _since_sent(batch: Batch) -> str:
@@ -113,6 +117,8 @@ class AmqpPublisher:
         self._inflight: set[Batch] = set()
         self._confirms = ConfirmTracker()
         self._declared: set[str] = set()
+        self._moments: dict[int, MomentQueue] = {}  # by id() of their clock
+        self._moment_timer: Any = None
 
     def start(self) -> None:
         """Start the IO thread, which connects (and keeps reconnecting) in the background."""
@@ -315,16 +321,36 @@ class AmqpPublisher:
             connection.close()
 
     def _send_all_when_due(self, timed: list[tuple[TimedGroup, Batch]], clock: Clock) -> None:
+        queue = self._moments.get(id(clock))
+        if queue is None:
+            queue = self._moments[id(clock)] = MomentQueue(clock)
         for group, batch in timed:
-            self._send_when_due(group, batch, clock)
+            queue.add(group, batch)
+        self._on_moment()
 
-    def _send_when_due(self, group: TimedGroup, batch: Batch, clock: Clock) -> None:
-        now_ms = clock.now_ms()
-        if (left_ms := group.at_ms - now_ms) > 0:
-            assert self._ioloop is not None
-            resend = functools.partial(self._send_when_due, group, batch, clock)
-            self._ioloop.call_later(min(left_ms, _RECHECK_MS) / 1000, resend)
-            return
+    def _on_moment(self) -> None:
+        """Send every group whose moment has come, then wait for the next moment: one timer
+        for all the groups waiting, never before their moment."""
+        assert self._ioloop is not None
+        if self._moment_timer is not None:
+            self._ioloop.remove_timeout(self._moment_timer)
+            self._moment_timer = None
+        for key, queue in list(self._moments.items()):
+            for group, batch, now_ms in queue.take_due():
+                self._send_group(group, batch, now_ms)
+            if not queue:
+                del self._moments[key]
+        waits = [queue.ms_to_next() or 0 for queue in self._moments.values()]
+        wait_ms = min(waits, default=None)
+        if wait_ms is not None:
+            self._moment_timer = self._ioloop.call_later(
+                min(wait_ms, _RECHECK_MS) / 1000, self._on_moment
+            )
+        if (connection := self._connection) is not None:
+            connection.read_waiting()  # the acks that came since the last moment
+            connection.watch_reads(wait_ms is None or wait_ms > _READ_AT_NEXT_MOMENT_MS)
+
+    def _send_group(self, group: TimedGroup, batch: Batch, now_ms: int) -> None:
         if batch.done.is_set():  # failed meanwhile: the connection was lost
             return
         batch.sent_at_ms = now_ms
