@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import random
 import time
+from typing import Any
 
 import requests
 
@@ -33,7 +34,7 @@ def _steady(
         # one connection gets through; the API takes at most MAX_BATCH alarms per request.
         owed = min(total, int(rate * (now - started + tick_s))) - sequence
         now_ms = time.time_ns() // 1_000_000
-        items = []
+        items: list[dict[str, Any]] = []
         for _ in range(min(owed, MAX_BATCH)):
             sequence += 1
             items.append({
@@ -96,7 +97,7 @@ def _bulk(
     session = requests.Session()
     created = failed = 0
     for start in range(first, last, batch):
-        items = [
+        items: list[dict[str, Any]] = [
             {"application": application, "business_id": f"u{i}", "payload": "x" * 64,
              "target_ring_at": target_ms + (i % 1_000 if per_alarm_ms is None
                                             else int(i * per_alarm_ms))}

@@ -43,7 +43,7 @@ def _create_steady(
     created = 0
     with requests.Session() as session:
         for start in range(0, len(targets), MAX_BATCH):
-            items = [
+            items: list[dict[str, Any]] = [
                 {"application": application, "business_id": f"b{start + i}", "payload": "x" * 64,
                  "target_ring_at": target}
                 for i, target in enumerate(targets[start : start + MAX_BATCH])
@@ -92,7 +92,7 @@ def run_once(workdir: Path, burst: int, rate: float, with_neighbour: bool) -> di
         **cpu_used,
     }
     if with_neighbour:
-        phases: dict[str, list[int]] = {"before": [], "during": [], "after": []}
+        phases: dict[str, list[float]] = {"before": [], "during": [], "after": []}
         for a in arrivals[quiet]:
             late = a.received_ms - a.target_ms
             phase = "before" if a.target_ms < target_ms else "during"

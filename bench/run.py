@@ -15,6 +15,7 @@ Writes bench/results/<stamp>.json and .md and docs/perf/lateness.png.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -90,7 +91,7 @@ def main() -> None:
     if {"create", "mixed"} & set(chosen) and shutil.which("wrk") is None:
         parser.error("the create and mixed scenarios need wrk: apt-get install wrk")
     workdir = Path(tempfile.mkdtemp(prefix="clock-bench-"))
-    server = {"web_processes": str(args.web_processes)}
+    server: dict[str, Any] = {"web_processes": str(args.web_processes)}
     raw: dict[str, Any] = {"sizes": sizes, "runs": runs, "server_settings": server}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     partial = ROOT / "bench" / "results" / f"{stamp}-raw.json"
@@ -113,8 +114,8 @@ def main() -> None:
     if "steady" in chosen:
         rates = {int(rate) for rate in args.steady_rates.split(",")}
         for rate in sorted(rates & {1_000, 5_000}):
-            raw[f"steady_{rate}"] = repeat(runs, f"steady {rate}/s", lambda rate=rate: scenarios.steady(
-                workdir, rate, sizes["steady_s"], **server))  # fmt: skip
+            raw[f"steady_{rate}"] = repeat(runs, f"steady {rate}/s", functools.partial(
+                scenarios.steady, workdir, rate, sizes["steady_s"], **server))  # fmt: skip
         # Creating 10,000 a second while ringing them fills both cores with the load
         # generator and the web workers: the alarms are created beforehand instead.
         if 10_000 in rates:

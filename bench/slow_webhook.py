@@ -20,7 +20,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import requests
 
@@ -44,7 +44,7 @@ class _SlowHandler(_HookHandler):
 class SlowReceiver(HookReceiver):
     def __init__(self) -> None:
         super().__init__()
-        handler = self._server.RequestHandlerClass
+        handler = cast(type, self._server.RequestHandlerClass)  # a class, typed as a factory
         self._server.RequestHandlerClass = type("Handler", (_SlowHandler, handler), {})
 
 

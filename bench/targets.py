@@ -278,7 +278,7 @@ def _peer_rows(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                     3,
                 )
             )
-        if name == "apscheduler3" and same_rate is not None and rate:
+        if name == "apscheduler3" and same_size and same_rate is not None and rate:
             rows.append(_row(f"clock ring rate, burst of {same_size[0]['count']:,} as the peers'",
                              pick(same_size, "ring_rate_per_s"), "-", None, 0))  # fmt: skip
             rows.append(_row("clock ring rate / APScheduler 3 rate (same burst size)",
