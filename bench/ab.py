@@ -5,10 +5,12 @@
     python -m bench.ab --old fa9f889 --between 9b96a59,f54a94d --new HEAD --scenario burst
     python -m bench.ab --old 7ca7c67 --scenario noisy --alarms 100000 --pairs 3
     python -m bench.ab --old b4396da --scenario create --seconds 30 --alarms 200000 --pairs 3
+    python -m bench.ab --old b1c3cb6 --scenario precreated --rate 10000 --seconds 20 --pairs 2
 
 The noisy scenario runs bench.noisy's A beside B only (A alone is not part of the figures).
 The create scenario is bench.run's without its echo run: single creates with wrk for
---seconds, then --alarms through the batch API.
+--seconds, then --alarms through the batch API. The precreated scenario is bench.run's steady
+10,000/s: --rate x --seconds alarms created beforehand, one due every 1/--rate s.
 With --between, more revisions join the rotation (old, each of them, new; reversed every
 other round), to find which commit moved a figure.
 
@@ -65,8 +67,8 @@ CREATE_FIGURES = (
     ("mariadb µs/request", ("single", "mariadb_cpu_us_per_request")),
     ("batch alarms/s", ("batch", "alarms_per_s")),
 )
-FIGURES = {"steady": STEADY_FIGURES, "burst": BURST_FIGURES, "noisy": NOISY_FIGURES,
-           "create": CREATE_FIGURES}  # fmt: skip
+FIGURES = {"steady": STEADY_FIGURES, "precreated": STEADY_FIGURES, "burst": BURST_FIGURES,
+           "noisy": NOISY_FIGURES, "create": CREATE_FIGURES}  # fmt: skip
 
 
 @contextmanager
@@ -132,6 +134,8 @@ def main() -> None:
                 with code_from(paths[side]):
                     if args.scenario == "steady":
                         result = scenarios.steady(work, args.rate, args.seconds)
+                    elif args.scenario == "precreated":
+                        result = scenarios.steady_precreated(work, args.rate, args.seconds)
                     elif args.scenario == "noisy":
                         result = noisy.run_once(work, args.alarms, 100, with_neighbour=True)
                     elif args.scenario == "create":
