@@ -10,6 +10,9 @@ take), the socket is read with one call per readiness instead of reads until one
 the Basic.Ack frames at the start of what it gave are read with struct and settled
 directly. Everything else (a nack, a return, a partial frame, a frame of another channel,
 the end of the stream, an error) still goes through pika, in the order it came.
+
+This leans on pika's private transport (its socket, state and reader) on purpose: pika is
+pinned below 2, and tests/test_amqp_publisher.py fails if any of it changes.
 """
 
 from __future__ import annotations
@@ -85,9 +88,8 @@ class PublishingConnection(pika.SelectConnection):
                 self.frames_sent += len(buffers)
                 return
             buffers = [data[sent:]]
-        # Private pika calls, kept on purpose (pika is pinned below 2): what
-        # channel.basic_publish ends in, and what the IO loop calls once the socket is
-        # writable. tests/test_amqp_publisher.py fails if either changes.
+        # What channel.basic_publish ends in, then what the IO loop calls once the socket is
+        # writable (it sends what the socket takes and keeps the watcher for the rest).
         self._output_marshaled_frames(buffers)
         plain: Any = self._transport
         if isinstance(plain, _AsyncPlaintextTransport) and plain.get_write_buffer_size():

@@ -344,11 +344,15 @@ class AmqpPublisher:
         wait_ms = min(waits, default=None)
         if wait_ms is not None:
             self._moment_timer = self._ioloop.call_later(
-                min(wait_ms, _RECHECK_MS) / 1000, self._on_moment
+                min(wait_ms, _RECHECK_MS) / 1000, self._on_moment_timer
             )
         if (connection := self._connection) is not None:
             connection.read_waiting()  # the acks that came since the last moment
             connection.watch_reads(wait_ms is None or wait_ms > _READ_AT_NEXT_MOMENT_MS)
+
+    def _on_moment_timer(self) -> None:
+        self._moment_timer = None  # fired: pika would count removing it as a cancellation
+        self._on_moment()
 
     def _send_group(self, group: TimedGroup, batch: Batch, now_ms: int) -> None:
         if batch.done.is_set():  # failed meanwhile: the connection was lost
