@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.confirms import Batch, ConfirmTracker
+from clock_server.broker.moments import MomentQueue
 from clock_server.broker.publisher import TimedGroup
 from clock_server.errors import ConfigError
 from clock_server.model import OutgoingMessage
@@ -536,6 +537,21 @@ def test_groups_a_millisecond_apart_go_out_at_their_moments_and_are_all_confirme
     _force_close(name)
     assert _wait_until(lambda: not publisher.is_healthy(), 5.0)
     assert publisher.wait_healthy(5.0)
+
+
+def test_a_moment_queue_gives_the_due_groups_earliest_first_and_keeps_the_rest():
+    clock = SettableClock()
+    now = clock.now_ms()
+    queue = MomentQueue(clock)
+    later, first, second = (_timed(now + 5, []), _timed(now, []), _timed(now, []))
+    for group in (later, first, second):
+        queue.add(group, Batch([], 0))
+
+    assert [group for group, _, _ in queue.take_due()] == [first, second]
+    assert len(queue) == 1 and queue.ms_to_next() == 5
+    clock.advance(7)
+    assert [(group, at) for group, _, at in queue.take_due()] == [(later, now + 7)]
+    assert queue.ms_to_next() is None
 
 
 @pytest.mark.rabbitmq

@@ -340,8 +340,8 @@ class AmqpPublisher:
                 self._send_group(group, batch, now_ms)
             if not queue:
                 del self._moments[key]
-        waits = [queue.ms_to_next() or 0 for queue in self._moments.values()]
-        wait_ms = min(waits, default=None)
+        waits = (queue.ms_to_next() for queue in self._moments.values())
+        wait_ms = min((wait for wait in waits if wait is not None), default=None)
         if wait_ms is not None:
             self._moment_timer = self._ioloop.call_later(
                 min(wait_ms, _RECHECK_MS) / 1000, self._on_moment_timer
