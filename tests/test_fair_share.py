@@ -217,6 +217,40 @@ def test_beside_a_backlog_few_due_go_to_the_express_lane_even_with_a_lane_free(
     assert all(len({m.application for m in batch}) == 1 for batch in publisher.batches)
 
 
+def test_beside_a_backlog_few_due_wait_for_an_express_lane_not_in_a_backlogs_batch(
+    mariadb_store, fake_clock
+):
+    """A backlog's batch locks and waits for a thousand rows: the few alarms of another
+    application taken with it were as late as that (finding 64)."""
+    store = mariadb_store
+    publisher = HoldingPublisher(held="quiet")  # every express lane held by quiet's batches
+    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=2, ring_lead_ms=0)
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 1_000)
+    quiet = create(store, now, "quiet", [now + 1_000 + 100 * i for i in range(EXPRESS_LANES + 1)])
+    preload(engine)
+    try:
+        for i in range(EXPRESS_LANES):
+            fake_clock.set(now + 1_000 + 100 * i)
+            engine.ringer.run_once()
+            wait_until(lambda: publisher.holding == i + 1)  # noqa: B023 - waited on at once
+        fake_clock.set(now + 1_000 + 100 * EXPRESS_LANES)  # quiet's last due, no express lane
+        deadline = time.monotonic() + 5
+        while len(publisher.published_for("burst")) < 300:  # the lanes ring burst meanwhile
+            assert time.monotonic() < deadline, "the lanes never rang burst"
+            engine.ringer.run_once()
+            time.sleep(0.001)
+        assert publisher.published_for("quiet") == []
+        assert engine.heap.held_per_application()["quiet"] == 1
+    finally:
+        publisher.release.set()
+    drive(engine, fake_clock, now + 2_000)
+    bodies = sent(publisher)
+    assert sorted(m["id"] for m in bodies if m["application"] == "quiet") == quiet
+    assert sum(m["application"] == "burst" for m in bodies) == 1_000
+    assert all(len({m.application for m in batch}) == 1 for batch in publisher.batches)
+
+
 def test_a_backlogs_batch_publishes_the_few_of_others_on_the_express_connection(
     store, fake_clock, publisher
 ):

@@ -98,6 +98,27 @@ def test_pop_due_shares_a_backlog_between_applications(items, now_ms, limit):
                 assert len(got[other]) <= len(got[short]) + 1
 
 
+@given(mixed_claims, st.integers(0, 10_000), st.integers(1, 400), st.integers(0, 60))
+def test_pop_due_leaves_the_few_beside_a_backlog_to_the_express_lanes(items, now_ms, limit, few):
+    heap = ClaimHeap(1_000)
+    heap.push_many(items)
+    expected = ClaimHeap(1_000)
+    expected.push_many(items)
+    taken = heap.pop_due(now_ms, limit, leave_few=few)
+    due_of = {app: [c for c in items if c.application == app and c.due_ms <= now_ms]
+              for app in "abcd"}  # fmt: skip
+    left = few_beside_backlog({app: len(due) for app, due in due_of.items()}, few)
+    assert not any(c.application in left for c in taken)
+    if not left:  # no backlog: as without leave_few
+        assert sorted(taken) == sorted(expected.pop_due(now_ms, limit))
+    else:  # the rest as if the few had nothing due
+        others = [c for c in items if c.application not in left]
+        alone = ClaimHeap(1_000)
+        alone.push_many(others)
+        assert sorted(taken) == sorted(alone.pop_due(now_ms, limit))
+    assert sorted(heap.drain() + taken) == sorted(items)
+
+
 def test_a_backlog_of_one_application_leaves_room_for_another():
     heap = ClaimHeap(100_000)
     heap.push_many(Claim(1_000, alarm_id, 1, "burst") for alarm_id in range(1, 50_001))

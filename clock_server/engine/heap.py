@@ -97,37 +97,49 @@ class ClaimHeap:
         return PushResult(displaced=_claims(displaced), head_moved_earlier=moved)
 
     def pop_due(
-        self, now_ms: int, limit: int, caps: Mapping[str, int] | None = None
+        self,
+        now_ms: int,
+        limit: int,
+        caps: Mapping[str, int] | None = None,
+        leave_few: int | None = None,
     ) -> list[Claim]:
         """Remove and return up to `limit` claims with due_ms <= now_ms: all of them, earliest
         first, when they fit; otherwise an equal share of `limit` for each application with
         due claims (an application with fewer due gets all of its own, the rest is shared
         among the others), each application's earliest first. An application in `caps` gives
-        at most that many, and the rest of its claims stay."""
+        at most that many, and the rest of its claims stay. With `leave_few`, while an
+        application has more than that many due, those with at most that many give none:
+        they are left to the express lanes (`pop_few`)."""
         bound = _bound(now_ms)
         with self._lock:
             due = self._items.bisect_right(bound)
-            if due <= limit and not caps:
-                return _claims(self._pop_first(due))
-            if len(self._by_app) == 1 and not caps:  # one application: its list is the heap
-                return _claims(self._pop_first(limit))
-            taken: list[_Held] = []
-            due_per_app = self._due_per_app(bound)
-            if len(due_per_app) == 1 and not caps:  # the others' claims are not due yet
+            beside = leave_few is not None and due > leave_few and len(self._by_app) > 1
+            if not caps and not beside and (due <= limit or len(self._by_app) == 1):
                 return _claims(self._pop_first(min(due, limit)))
+            due_per_app = self._due_per_app(bound)
             if caps:
                 capped = ((app, min(count, caps.get(app, count))) for app, count in due_per_app)
                 due_per_app = [(app, count) for app, count in capped if count > 0]
-            for application, count in _shares(due_per_app, limit):
-                own = self._by_app[application]
-                share = list(own.islice(0, count))
-                del own[:count]
-                if not own:
-                    del self._by_app[application]
-                for held in share:
-                    self._items.remove(held)
-                taken.extend(share)
-        return _claims(taken)
+            if beside:
+                left = few_beside_backlog(dict(due_per_app), cast(int, leave_few))
+                due_per_app = [(app, count) for app, count in due_per_app if app not in left]
+            whole = sum(count for _, count in due_per_app) == due  # none capped or left
+            if whole and (due <= limit or len(due_per_app) == 1):
+                return _claims(self._pop_first(min(due, limit)))
+            return _claims(self._take_shares(due_per_app, limit))
+
+    def _take_shares(self, due_per_app: list[tuple[str, int]], limit: int) -> list[_Held]:
+        taken: list[_Held] = []
+        for application, count in _shares(due_per_app, limit):
+            own = self._by_app[application]
+            share = list(own.islice(0, count))
+            del own[:count]
+            if not own:
+                del self._by_app[application]
+            for held in share:
+                self._items.remove(held)
+            taken.extend(share)
+        return taken
 
     def pop_few(
         self,

@@ -40,11 +40,10 @@ class Ringer:
     except those of applications with at most `batches.few_due` due: the express lanes ring them
     at once, so that a backlog of one application, which keeps every lane
     busy, does not make the others' few alarms wait for a lane. Beside such a backlog they
-    go to an express lane even while a lane is free, so that they are not locked and
-    published with a large batch of the backlog; and the express lanes publish on the
-    batches' express connection, not queued behind the backlog's messages, as
-    do the few alarms of such applications that a backlog's batch takes all the same (when
-    every express lane is busy).
+    go to an express lane even while a lane is free, and a lane's batch leaves them in the
+    heap even while every express lane is busy, so that they are not locked and published
+    with a large batch of the backlog; and the express lanes publish on the batches' express
+    connection, not queued behind the backlog's messages.
     There are EXPRESS_LANES of them: while one waits for its confirms and its commit, which
     take tens of milliseconds beside a backlog, the next few due start in another. And
     beside such a backlog at most BESIDE_BACKLOG_LANES of the lanes ring its batches at once,
@@ -121,7 +120,10 @@ class Ringer:
         caps = {}
         if self.channels is not None and self.channels.webhooks_seen:
             caps = self.channels.caps(self.heap.held_per_application())
-        due = self.heap.pop_due(now_ms + lead_ms + self._gather_ms(), self.batch, caps)
+        # Beside a backlog the few due of other applications are the express lanes' (a
+        # backlog's batch would lock them with its own rows, 100 ms and more: finding 64).
+        few = self.few_due if self._express is not None else None
+        due = self.heap.pop_due(now_ms + lead_ms + self._gather_ms(), self.batch, caps, few)
         if due and (self.gate is not None or self.channels is not None):
             due = self._admit(due, now_ms)
         if due:
