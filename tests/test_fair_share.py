@@ -12,6 +12,7 @@ import time
 import pytest
 
 from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.engine.preloader import BACKLOG_MS
 from clock_server.engine.ringer import BESIDE_BACKLOG_LANES, EXPRESS_LANES
 from clock_server.engine.switching import BacklogSwitching
 from clock_server.metrics import Metrics
@@ -116,6 +117,30 @@ def test_a_backlog_larger_than_the_heap_leaves_room_for_another_application(
     assert sorted(m["id"] for m in bodies if m["application"] == "quiet") == quiet
     assert sum(m["application"] == "burst" for m in bodies) == 500
     assert all(m["published_at"] >= m["target_ring_at"] for m in bodies)
+
+
+def test_a_full_heap_claims_the_others_alarms_as_soon_as_its_backlog_begins(
+    store, fake_clock, publisher, make_engine
+):
+    """quiet's alarms, due after the latest of burst's that fill the heap, are claimed when
+    the head is BACKLOG_MS overdue, not at the next interval: they would be late by then."""
+    engine = make_engine(heap_size=100, claim_batch=50, ring_batch=100, ring_lanes=1,
+                         ring_lead_ms=0)  # fmt: skip
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 500)
+    quiet = create(store, now, "quiet", [now + 1_150 + 10 * i for i in range(5)])
+    preload(engine)
+    assert engine.heap.held_per_application() == {"burst": 100}
+    fake_clock.set(now + 1_000)  # the head is due, not yet a backlog
+    assert engine.preloader.run_once() == pytest.approx((BACKLOG_MS + 1) / 1000)
+    fake_clock.set(now + 1_000 + BACKLOG_MS + 1)
+    assert engine.preloader.run_once() == pytest.approx(BACKLOG_MS / 1000)
+    assert engine.heap.held_per_application() == {"burst": 95, "quiet": 5}
+    drive_with_preloads(engine, fake_clock, now + 3_000)
+    bodies = sent(publisher)
+    lateness = [m["published_at"] - m["target_ring_at"] for m in bodies
+                if m["application"] == "quiet"]  # fmt: skip
+    assert len(lateness) == len(quiet) and all(0 <= late < 50 for late in lateness)
 
 
 def drive_with_preloads(engine: AlarmEngine, clock: SettableClock, until_ms: int) -> None:

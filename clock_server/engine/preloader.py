@@ -36,7 +36,8 @@ class Preloader:
     claims the due alarms of the applications that hold less than an equal part of the heap,
     each application's earliest first, and makes room for them by giving back the latest of
     the application holding the most: one application's backlog, however large, does not
-    keep the others' alarms out of the heap.
+    keep the others' alarms out of the heap. Such passes come every BACKLOG_MS, the first as
+    soon as the full heap's head is that overdue.
     """
 
     def __init__(
@@ -85,14 +86,17 @@ class Preloader:
         from_ms = self._scan_floor(now_ms)
         horizon_ms = now_ms + self.window_ms
         limit = min(self.heap.free(), self.batch)
+        wait_s = self.interval_s
         if limit == 0:
             if self._backlogged(now_ms):
                 self._share(now_ms, horizon_ms)
-                return self.interval_s
+                # The others' alarms keep falling due while the backlog drains.
+                return BACKLOG_MS / 1000
+            wait_s = self._until_backlogged_s(now_ms)
             # Full: only alarms due sooner than the latest held one are worth a swap.
             latest = self.heap.latest_due_ms()
             if latest is None:
-                return self.interval_s
+                return wait_s
             horizon_ms = min(horizon_ms, latest - 1)
             limit = self.batch
         lease_until_ms = now_ms + self.lease_ms
@@ -102,7 +106,7 @@ class Preloader:
                 self._hold(claimed, now_ms)
         if len(claimed) < limit:
             self._floor_ms = None
-            return self.interval_s
+            return wait_s
         if from_ms is None:
             self._floor_until_ms = now_ms + int(self.interval_s * 1000)
         self._floor_ms = max(claim.due_ms for claim in claimed)
@@ -115,6 +119,15 @@ class Preloader:
         elif now_ms >= self._floor_until_ms:
             self._floor_ms = None
         return self._floor_ms
+
+    def _until_backlogged_s(self, now_ms: int) -> float:
+        """With the heap full: the interval, or less when its head falls a backlog behind
+        before then. Other applications' alarms due after the latest held are claimed only
+        once it does (`_share`); a full interval later, they were already late."""
+        head_ms = self.heap.next_due_ms()
+        if head_ms is None:
+            return self.interval_s
+        return min(max(head_ms + BACKLOG_MS + 1 - now_ms, 1) / 1000, self.interval_s)
 
     def _backlogged(self, now_ms: int) -> bool:
         head_ms = self.heap.next_due_ms()
