@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from clock_server.deadline import Deadline
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.preloader import BACKLOG_MS
 from clock_server.engine.ringer import BESIDE_BACKLOG_LANES, EXPRESS_LANES
@@ -297,6 +298,25 @@ def test_the_switch_interval_is_short_only_while_a_backlog_is_due_beside_others(
         assert switching.beside and sys.getswitchinterval() == pytest.approx(usual_s / 4)
         drive(engine, fake_clock, now + 1_200)  # burst rung; quiet's not due yet
         assert len(publisher.published_for("burst")) == 300
+        assert not switching.beside and sys.getswitchinterval() == pytest.approx(usual_s)
+    finally:
+        sys.setswitchinterval(usual_s)
+
+
+def test_a_stopped_ringer_puts_the_usual_switch_interval_back(store, fake_clock, publisher):
+    usual_s = sys.getswitchinterval()
+    switching = BacklogSwitching(beside_backlog_s=usual_s / 4)
+    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=1,
+                       ring_lead_ms=0, switching=switching)  # fmt: skip
+    now = fake_clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 300)
+    create(store, now, "quiet", [now + 1_500])
+    preload(engine)
+    try:
+        fake_clock.set(now + 1_000)
+        engine.ringer.run_once()
+        assert sys.getswitchinterval() == pytest.approx(usual_s / 4)
+        engine.ringer.close(Deadline(1))
         assert not switching.beside and sys.getswitchinterval() == pytest.approx(usual_s)
     finally:
         sys.setswitchinterval(usual_s)

@@ -254,6 +254,8 @@ class Ringer:
     def close(self, deadline: Deadline) -> int:
         """Wait until the batches in flight finish or `deadline` passes; returns how many were
         still unfinished then (their claims return when their lease ends)."""
+        if self.switching is not None:
+            self.switching.set_beside_backlog(False)
         if self._executor is None:
             return 0
         self._executor.shutdown(wait=False)
