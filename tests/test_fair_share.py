@@ -5,17 +5,14 @@ drops) its alarms, and its own retry policy applies."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 
 import pytest
 
-from clock_server.deadline import Deadline
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.preloader import BACKLOG_MS
 from clock_server.engine.ringer import BESIDE_BACKLOG_LANES, EXPRESS_LANES
-from clock_server.engine.switching import BacklogSwitching
 from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy, NewAlarm
 from clock_server.settings import Settings
@@ -33,7 +30,6 @@ def engine_on(
     store: AlarmStore, clock: SettableClock, publisher: InMemoryPublisher, **overrides
 ) -> AlarmEngine:
     express_publisher = overrides.pop("express_publisher", None)
-    switching = overrides.pop("switching", None)
     values = dict(instance_id="fair", retry_base_s=1, retry_cap_s=8, retry_max=3)
     values.update(overrides)
     policies = CachedPolicies(SqlApplicationRegistry(store).all, clock.now_ms, 2_000)
@@ -47,7 +43,6 @@ def engine_on(
         policies,
         SharedRateLimiter(SqlTokenBuckets(store)),
         express_publisher=express_publisher,
-        switching=switching,
     )
 
 
@@ -279,65 +274,6 @@ def test_beside_a_backlog_few_due_wait_for_an_express_lane_not_in_a_backlogs_bat
     assert sorted(m["id"] for m in bodies if m["application"] == "quiet") == quiet
     assert sum(m["application"] == "burst" for m in bodies) == 1_000
     assert all(len({m.application for m in batch}) == 1 for batch in publisher.batches)
-
-
-def test_the_switch_interval_is_short_only_while_a_backlog_is_due_beside_others(
-    store, fake_clock, publisher
-):
-    usual_s = sys.getswitchinterval()
-    switching = BacklogSwitching(beside_backlog_s=usual_s / 4)
-    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=1,
-                       ring_lead_ms=0, switching=switching)  # fmt: skip
-    now = fake_clock.now_ms()
-    create(store, now, "burst", [now + 1_000] * 300)
-    create(store, now, "quiet", [now + 1_500])
-    preload(engine)
-    try:
-        fake_clock.set(now + 1_000)
-        engine.ringer.run_once()  # 300 due beside quiet's claim: more than a batch
-        assert switching.beside and sys.getswitchinterval() == pytest.approx(usual_s / 4)
-        drive(engine, fake_clock, now + 1_200)  # burst rung; quiet's not due yet
-        assert len(publisher.published_for("burst")) == 300
-        assert not switching.beside and sys.getswitchinterval() == pytest.approx(usual_s)
-    finally:
-        sys.setswitchinterval(usual_s)
-
-
-def test_a_stopped_ringer_puts_the_usual_switch_interval_back(store, fake_clock, publisher):
-    usual_s = sys.getswitchinterval()
-    switching = BacklogSwitching(beside_backlog_s=usual_s / 4)
-    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=1,
-                       ring_lead_ms=0, switching=switching)  # fmt: skip
-    now = fake_clock.now_ms()
-    create(store, now, "burst", [now + 1_000] * 300)
-    create(store, now, "quiet", [now + 1_500])
-    preload(engine)
-    try:
-        fake_clock.set(now + 1_000)
-        engine.ringer.run_once()
-        assert sys.getswitchinterval() == pytest.approx(usual_s / 4)
-        engine.ringer.close(Deadline(1))
-        assert not switching.beside and sys.getswitchinterval() == pytest.approx(usual_s)
-    finally:
-        sys.setswitchinterval(usual_s)
-
-
-def test_a_backlog_of_one_application_alone_keeps_the_usual_switch_interval(
-    store, fake_clock, publisher
-):
-    usual_s = sys.getswitchinterval()
-    switching = BacklogSwitching(beside_backlog_s=usual_s / 4)
-    engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=1,
-                       ring_lead_ms=0, switching=switching)  # fmt: skip
-    now = fake_clock.now_ms()
-    create(store, now, "burst", [now + 1_000] * 300)
-    preload(engine)
-    try:
-        fake_clock.set(now + 1_000)
-        engine.ringer.run_once()
-        assert not switching.beside and sys.getswitchinterval() == usual_s
-    finally:
-        sys.setswitchinterval(usual_s)
 
 
 def test_a_backlogs_batch_publishes_the_few_of_others_on_the_express_connection(

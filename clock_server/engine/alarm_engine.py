@@ -18,7 +18,6 @@ from clock_server.engine.loop import StepLoop, Waker
 from clock_server.engine.preloader import Preloader
 from clock_server.engine.ring_batch import BatchRinger
 from clock_server.engine.ringer import EXPRESS_LANES, Ringer
-from clock_server.engine.switching import BacklogSwitching
 from clock_server.engine.webhook_recorder import WebhookRecorder
 from clock_server.engine.webhooks import WebhookDispatcher
 from clock_server.metrics import Metrics
@@ -66,14 +65,12 @@ class AlarmEngine:
         express_publisher: Publisher | None = None,
         dead_letters: DeadLetterRelay | None = None,
         webhook_sender: WebhookSender | None = None,
-        switching: BacklogSwitching | None = None,
     ) -> None:
         """Without `policies` and `limiter` no application has delivery limits or retry
         policies of its own; without `express_publisher` the express ring lane publishes
         on `publisher` too; with `dead_letters`, a loop of its own runs the dead-letter
         relay, woken whenever a ring batch has marked alarms dead. With `policies` and
-        `webhook_sender`, applications may take the webhook and pull channels. With
-        `switching`, the ring loop shortens the process's switch interval beside a backlog."""
+        `webhook_sender`, applications may take the webhook and pull channels."""
         self.settings = settings
         self.clock = clock
         self.metrics = metrics
@@ -165,7 +162,6 @@ class AlarmEngine:
             lanes=settings.ring_lanes,
             on_lane_free=self.ring_waker.wake,
             hold_in_heap_ms=settings.preload_window_ms,
-            switching=switching,
         )
         self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)
         self._ring_loop = StepLoop("clock-ring", self.ringer.run_once, self.ring_waker)

@@ -14,7 +14,6 @@ from clock_server.engine.channels import Channels
 from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.ring_batch import BatchRinger
-from clock_server.engine.switching import BacklogSwitching
 from clock_server.errors import Unavailable
 from clock_server.model import Claim
 from clock_server.store.ports import ClaimStore
@@ -59,9 +58,6 @@ class Ringer:
     span instead of each alarm paying for a transaction of its own. An express batch gathers
     the same way, up to `few_due` of each of its applications.
 
-    With ``switching``, each pass tells it whether more than a batch is due while other
-    applications hold claims (`BacklogSwitching`).
-
     ``on_lane_free`` wakes the ring loop when a lane comes free while the loop waits for one.
     Not after every batch: at a steady rate that would be one more pass of the loop per
     alarm. (A batch that puts claims back wakes it through `BatchRinger.on_pushed_back`.)
@@ -78,7 +74,6 @@ class Ringer:
         lanes: int = 1,
         on_lane_free: Callable[[], None] | None = None,
         hold_in_heap_ms: int = 10_000,
-        switching: BacklogSwitching | None = None,
     ) -> None:
         # The store, heap, clock, limits and channels are the batches' own: one of each.
         self.claims: ClaimStore = batches.claims
@@ -90,7 +85,6 @@ class Ringer:
         self.batch = batch
         self.on_lane_free = on_lane_free
         self.hold_in_heap_ms = hold_in_heap_ms
-        self.switching = switching
         self.few_due = batches.few_due
         self.lead = batches.lead
         self._wake_at_ms: int | None = None  # when run_once last asked to be called again
@@ -110,9 +104,6 @@ class Ringer:
     def run_once(self) -> float | None:
         """Ring what is due; returns seconds until the next due claim, 0 to go on, None if idle."""
         self._loop_wants_lane = True
-        if self.switching is not None:
-            backlog = self.heap.backlog_beside_others(self.clock.now_ms(), self.batch)
-            self.switching.set_beside_backlog(backlog)
         if self._express is not None:
             self._express_beside_backlog()
         if self._lanes is not None and (
@@ -254,8 +245,6 @@ class Ringer:
     def close(self, deadline: Deadline) -> int:
         """Wait until the batches in flight finish or `deadline` passes; returns how many were
         still unfinished then (their claims return when their lease ends)."""
-        if self.switching is not None:
-            self.switching.set_beside_backlog(False)
         if self._executor is None:
             return 0
         self._executor.shutdown(wait=False)

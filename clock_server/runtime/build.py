@@ -16,7 +16,6 @@ from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.maintenance import Maintenance, RetentionPurge
-from clock_server.engine.switching import BacklogSwitching
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
 from clock_server.store import migrate
@@ -125,7 +124,6 @@ def build(
             express_publisher,
             dead_letter_relay(settings, store, clock, metrics),
             HttpWebhookSender(allow_private=settings.webhook_allow_private),
-            BacklogSwitching(),
         )
     if serve_http:
         assert tokens is not None
