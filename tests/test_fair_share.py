@@ -92,16 +92,27 @@ def test_a_backlog_does_not_hold_back_another_applications_alarms(
     assert all(m["published_at"] >= m["target_ring_at"] for m in bodies)
 
 
+def burst_filling_the_heap(
+    store: AlarmStore, clock: SettableClock, make_engine, quiet_after_ms: list[int]
+) -> tuple[AlarmEngine, int, list[int]]:
+    """An engine whose heap of 100 is full of burst's 500 alarms due at now + 1 s, and quiet's
+    alarms due `quiet_after_ms` after now, still in the database."""
+    engine = make_engine(heap_size=100, claim_batch=50, ring_batch=100, ring_lanes=1,
+                         ring_lead_ms=0)  # fmt: skip
+    now = clock.now_ms()
+    create(store, now, "burst", [now + 1_000] * 500)
+    quiet = create(store, now, "quiet", [now + after for after in quiet_after_ms])
+    preload(engine)
+    assert engine.heap.held_per_application() == {"burst": 100}
+    return engine, now, quiet
+
+
 def test_a_backlog_larger_than_the_heap_leaves_room_for_another_application(
     store, fake_clock, publisher, make_engine
 ):
-    engine = make_engine(heap_size=100, claim_batch=50, ring_batch=100, ring_lanes=1,
-                         ring_lead_ms=0)  # fmt: skip
-    now = fake_clock.now_ms()
-    create(store, now, "burst", [now + 1_000] * 500)
-    quiet = create(store, now, "quiet", [now + 1_050 + 50 * i for i in range(5)])
-    preload(engine)
-    assert engine.heap.held_per_application() == {"burst": 100}
+    engine, now, quiet = burst_filling_the_heap(
+        store, fake_clock, make_engine, [1_050 + 50 * i for i in range(5)]
+    )
     fake_clock.set(now + 1_300)  # the heap's head is overdue: a backlog
     engine.preloader.run_once()
     assert engine.heap.held_per_application() == {"burst": 95, "quiet": 5}
@@ -120,13 +131,9 @@ def test_a_full_heap_claims_the_others_alarms_as_soon_as_its_backlog_begins(
 ):
     """quiet's alarms, due after the latest of burst's that fill the heap, are claimed when
     the head is BACKLOG_MS overdue, not at the next interval: they would be late by then."""
-    engine = make_engine(heap_size=100, claim_batch=50, ring_batch=100, ring_lanes=1,
-                         ring_lead_ms=0)  # fmt: skip
-    now = fake_clock.now_ms()
-    create(store, now, "burst", [now + 1_000] * 500)
-    quiet = create(store, now, "quiet", [now + 1_150 + 10 * i for i in range(5)])
-    preload(engine)
-    assert engine.heap.held_per_application() == {"burst": 100}
+    engine, now, quiet = burst_filling_the_heap(
+        store, fake_clock, make_engine, [1_150 + 10 * i for i in range(5)]
+    )
     fake_clock.set(now + 1_000)  # the head is due, not yet a backlog
     assert engine.preloader.run_once() == pytest.approx((BACKLOG_MS + 1) / 1000)
     fake_clock.set(now + 1_000 + BACKLOG_MS + 1)
