@@ -36,8 +36,8 @@ class Preloader:
     claims the due alarms of the applications that hold less than an equal part of the heap,
     each application's earliest first, and makes room for them by giving back the latest of
     the application holding the most: one application's backlog, however large, does not
-    keep the others' alarms out of the heap. Such passes come every BACKLOG_MS, the first as
-    soon as the full heap's head is that overdue.
+    keep the others' alarms out of the heap. The first such pass comes as soon as the full
+    heap's head is that overdue, not at the next interval.
     """
 
     def __init__(
@@ -90,8 +90,7 @@ class Preloader:
         if limit == 0:
             if self._backlogged(now_ms):
                 self._share(now_ms, horizon_ms)
-                # The others' alarms keep falling due while the backlog drains.
-                return BACKLOG_MS / 1000
+                return self.interval_s
             wait_s = self._until_backlogged_s(now_ms)
             # Full: only alarms due sooner than the latest held one are worth a swap.
             latest = self.heap.latest_due_ms()
