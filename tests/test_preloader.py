@@ -40,9 +40,12 @@ class RecordingClaims(SqlClaimStore):
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
+        now_ms: int | None = None,
     ) -> list[Claim]:
         self.floors.append(from_ms)
-        return super().claim_due(horizon_ms, lease_until_ms, limit, from_ms, owner, application)
+        return super().claim_due(
+            horizon_ms, lease_until_ms, limit, from_ms, owner, application, now_ms
+        )
 
 
 @pytest.fixture

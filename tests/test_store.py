@@ -338,6 +338,21 @@ def test_an_expired_lease_can_be_claimed_by_another_engine(store: AlarmStore):
         assert [r.id for r in tx.lock_live(taken)] == [taken[0].id]
 
 
+def test_a_claim_whose_lease_has_not_ended_is_left_to_its_engine(store: AlarmStore):
+    """Its lease's end falls within the next scan's window long before the lease ends: taken
+    then, it would ring at that end, not when due."""
+    store.create(new(target=NOW), NOW)
+    store.create(new(business_id="b2", target=NOW + 5_000), NOW)
+    claims = SqlClaimStore(store)
+    held = claims.claim_due(NOW, NOW + 30_000, 10, owner=1)
+    later = NOW + 25_000  # the lease ends within a 10 s window from here
+    taken = claims.claim_due(later + 10_000, later + 30_000, 10, owner=1, now_ms=later)
+    assert [c.due_ms for c in taken] == [NOW + 5_000]  # b2, never claimed, is taken
+    assert claims.claim_due(later + 10_000, later + 30_000, 10, owner=1, now_ms=later) == []
+    ended = claims.claim_due(NOW + 30_000, NOW + 60_000, 10, owner=2, now_ms=NOW + 30_000)
+    assert [(c.id, c.due_ms) for c in ended] == [(held[0].id, NOW + 30_000)]
+
+
 def test_retry_bookkeeping(store: AlarmStore):
     store.create(new(target=NOW), NOW)
     claims_store = SqlClaimStore(store)

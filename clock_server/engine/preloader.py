@@ -100,7 +100,9 @@ class Preloader:
             limit = self.batch
         lease_until_ms = now_ms + self.lease_ms
         with self.claiming() as owner:
-            claimed = self.claims.claim_due(horizon_ms, lease_until_ms, limit, from_ms, owner)
+            claimed = self.claims.claim_due(
+                horizon_ms, lease_until_ms, limit, from_ms, owner, now_ms=now_ms
+            )
             if claimed:
                 self._hold(claimed, now_ms)
         if len(claimed) < limit:
@@ -147,7 +149,7 @@ class Preloader:
             for application, room in wanting.items():
                 claimed = self.claims.claim_due(
                     horizon_ms, lease_until_ms, min(each, room), owner=owner,
-                    application=application,
+                    application=application, now_ms=now_ms,
                 )  # fmt: skip
                 if claimed:
                     self._hold(claimed, now_ms, shared=True)

@@ -49,11 +49,17 @@ class SqlClaimStore:
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
+        now_ms: int | None = None,
     ) -> list[Claim]:
         """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first;
         with `from_ms`, only those with next_try_time >= from_ms; with `application`, only
         that application's. Each claimed row names `owner` (a clock_engine id), so that its
         claims can be taken over if it dies.
+
+        With `now_ms`, a row claimed by an engine (`claimed_by`) whose lease ends after
+        `now_ms` is not taken: its next_try_time is that lease's end, not when it is due, and
+        claimed again it would ring at that end. A drain that held claims longer than the
+        lease less the window had its last alarms rung 10 s late that way (finding 64).
 
         Each claimed row's next_try_time moves to `lease_until_ms`, out of the range the next
         scan reads; if this process dies, the alarm becomes due again when the lease ends.
@@ -69,6 +75,8 @@ class SqlClaimStore:
         hint = f" FORCE INDEX ({index})" if caps.index_hints else ""
         floor = f" AND next_try_time >= {int(from_ms)}" if from_ms is not None else ""
         only = " AND application = :application" if application else ""
+        if now_ms is not None:
+            only += f" AND (claimed_by = 0 OR next_try_time <= {int(now_ms)})"
         query = text(
             f"SELECT id, next_try_time, version, application FROM {_TABLE}{hint}"
             f" WHERE status = '{PENDING}'{only}{floor} AND next_try_time <= {int(horizon_ms)}"
