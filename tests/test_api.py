@@ -113,7 +113,7 @@ def ring(api, alarm_id: int) -> None:  # type: ignore[no-untyped-def]
     """Ring the (due) alarm through the engine's side of the store."""
     now = api.clock.now_ms()
     claims = SqlClaimStore(api.store)
-    claimed = claims.claim_due(now, now + MINUTE, 100)
+    claimed = claims.claim_due(now, now + MINUTE, 100, now_ms=now)
     assert alarm_id in [claim.id for claim in claimed]
     with claims.ring_transaction() as tx:
         tx.mark_rung([(alarm_id, now)], now)
@@ -751,7 +751,7 @@ def test_patch_target_moves_next_try_time_and_tells_the_engine(api) -> None:
 
 def test_patch_target_of_a_claimed_alarm_drops_the_claim(api) -> None:
     alarm = create(api, target_ring_at=NOW)
-    SqlClaimStore(api.store).claim_due(NOW, NOW + 5 * MINUTE, 10)
+    SqlClaimStore(api.store).claim_due(NOW, NOW + 5 * MINUTE, 10, now_ms=NOW)
     assert api.store.get("app", "order-1").next_try_time == NOW + 5 * MINUTE
     changed = patch(api, {"target_ring_at": NOW + MINUTE}).get_json()
     assert changed["next_try_time"] == NOW + MINUTE
@@ -896,7 +896,7 @@ def test_delete_cancels_and_is_idempotent(api) -> None:
 
 def test_delete_a_claimed_alarm_cancels_it(api) -> None:
     create(api, target_ring_at=NOW)
-    SqlClaimStore(api.store).claim_due(NOW, NOW + MINUTE, 10)
+    SqlClaimStore(api.store).claim_due(NOW, NOW + MINUTE, 10, now_ms=NOW)
     response = api.client.delete("/v1/alarms/app/order-1")
     assert response.status_code == 200
     assert response.get_json()["status"] == "cancelled"

@@ -61,9 +61,12 @@ def test_take_over_gives_back_only_the_dead_engines_claims(store: AlarmStore):
     dead_ids = add(store, 5, NOW + 1_000, "d")
     live_ids = add(store, 5, NOW + 1_100, "l")
     unclaimed = add(store, 3, NOW + 9_000, "u")
-    held = claims.claim_due(NOW + 1_050, NOW + LEASE_MS, 100, owner=dead_id)
+    held = claims.claim_due(NOW + 1_050, NOW + LEASE_MS, 100, now_ms=NOW, owner=dead_id)
     assert sorted(c.id for c in held) == dead_ids
-    assert len(claims.claim_due(NOW + 1_200, NOW + 100 + LEASE_MS, 100, owner=live_id)) == 5
+    leased = claims.claim_due(
+        NOW + 1_200, NOW + 100 + LEASE_MS, 100, now_ms=NOW + 100, owner=live_id
+    )
+    assert len(leased) == 5
     registry.heartbeat(live_id, NOW + 2_000)
     [record] = registry.declare_dead(NOW + 1, NOW + 2_100)
 
@@ -90,11 +93,13 @@ def test_a_retry_taken_over_is_due_at_once_and_a_released_claim_is_not_touched(
     registry, claims = SqlEngineRegistry(store), SqlClaimStore(store)
     engine_id = registry.register("dead", LEASE_MS, NOW)
     retried, given_back = add(store, 2, NOW + 100)
-    claimed = claims.claim_due(NOW + 200, NOW + LEASE_MS, 10, owner=engine_id)
+    claimed = claims.claim_due(NOW + 200, NOW + LEASE_MS, 10, now_ms=NOW, owner=engine_id)
     with claims.ring_transaction() as tx:  # a failed publish: retry in 20 s
         tx.lock_live([c for c in claimed if c.id == retried])
         tx.schedule_retries([(retried, NOW + 20_000)], NOW + 150)
-    again = claims.claim_due(NOW + 20_000, NOW + 150 + LEASE_MS, 10, owner=engine_id)
+    again = claims.claim_due(
+        NOW + 20_000, NOW + 150 + LEASE_MS, 10, now_ms=NOW + 150, owner=engine_id
+    )
     assert [c.id for c in again] == [retried]
     claims.release([c for c in claimed if c.id == given_back], NOW + 160)
     [record] = registry.declare_dead(NOW + 1, NOW + 2_500)
@@ -115,7 +120,7 @@ def test_take_over_skips_a_ring_batch_in_flight_without_waiting_for_it(
     registry, claims = SqlEngineRegistry(mariadb_store), SqlClaimStore(mariadb_store)
     engine_id = registry.register("stalled", LEASE_MS, NOW)
     add(mariadb_store, 4, NOW + 100)
-    held = claims.claim_due(NOW + 200, NOW + LEASE_MS, 10, owner=engine_id)
+    held = claims.claim_due(NOW + 200, NOW + LEASE_MS, 10, now_ms=NOW, owner=engine_id)
     [record] = registry.declare_dead(NOW + 1, NOW + 2_500)
     locked = threading.Event()
     finish = threading.Event()

@@ -33,7 +33,7 @@ def ring(store: AlarmStore, late_ms: list[int], target_ms: int) -> None:
     """Ring `len(late_ms)` alarms due at `target_ms`, each that late."""
     ids = add(store, "rung", len(late_ms), target_ms)
     claims = SqlClaimStore(store)
-    claims.claim_due(target_ms, target_ms + 1, 1_000)
+    claims.claim_due(target_ms, target_ms + 1, 1_000, now_ms=target_ms)
     with claims.ring_transaction() as tx:
         rung = [(i, target_ms + late) for i, late in zip(ids, late_ms, strict=True)]
         tx.mark_rung(rung, target_ms + max(late_ms))  # finished then: its next_try_time

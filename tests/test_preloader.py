@@ -37,14 +37,21 @@ class RecordingClaims(SqlClaimStore):
         horizon_ms: int,
         lease_until_ms: int,
         limit: int,
+        *,
+        now_ms: int,
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
-        now_ms: int | None = None,
     ) -> list[Claim]:
         self.floors.append(from_ms)
         return super().claim_due(
-            horizon_ms, lease_until_ms, limit, from_ms, owner, application, now_ms
+            horizon_ms,
+            lease_until_ms,
+            limit,
+            now_ms=now_ms,
+            from_ms=from_ms,
+            owner=owner,
+            application=application,
         )
 
 

@@ -49,7 +49,7 @@ def finish(store: AlarmStore, key: str, status: str, at_ms: int, application: st
         store.cancel(application, key, at_ms, actor=application)
     else:
         claims = SqlClaimStore(store)
-        [claim] = claims.claim_due(target, at_ms + 30_000, 10, from_ms=target)
+        [claim] = claims.claim_due(target, at_ms + 30_000, 10, now_ms=target, from_ms=target)
         with claims.ring_transaction() as tx:
             [row] = tx.lock_live([claim])
             if status == "rung":

@@ -120,8 +120,8 @@ class ClaimHeap:
             if caps:
                 capped = ((app, min(count, caps.get(app, count))) for app, count in due_per_app)
                 due_per_app = [(app, count) for app, count in capped if count > 0]
-            if beside:
-                left = few_beside_backlog(dict(due_per_app), cast(int, leave_few))
+            if beside and leave_few is not None:
+                left = few_beside_backlog(dict(due_per_app), leave_few)
                 due_per_app = [(app, count) for app, count in due_per_app if app not in left]
             whole = sum(count for _, count in due_per_app) == due  # none capped or left
             if whole and (due <= limit or len(due_per_app) == 1):

@@ -101,7 +101,7 @@ class Preloader:
         lease_until_ms = now_ms + self.lease_ms
         with self.claiming() as owner:
             claimed = self.claims.claim_due(
-                horizon_ms, lease_until_ms, limit, from_ms, owner, now_ms=now_ms
+                horizon_ms, lease_until_ms, limit, now_ms=now_ms, from_ms=from_ms, owner=owner
             )
             if claimed:
                 self._hold(claimed, now_ms)

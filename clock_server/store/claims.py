@@ -46,20 +46,22 @@ class SqlClaimStore:
         horizon_ms: int,
         lease_until_ms: int,
         limit: int,
+        *,
+        now_ms: int,
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
-        now_ms: int | None = None,
     ) -> list[Claim]:
         """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first;
         with `from_ms`, only those with next_try_time >= from_ms; with `application`, only
         that application's. Each claimed row names `owner` (a clock_engine id), so that its
         claims can be taken over if it dies.
 
-        With `now_ms`, a row claimed by an engine (`claimed_by`) whose lease ends after
-        `now_ms` is not taken: its next_try_time is that lease's end, not when it is due, and
-        claimed again it would ring at that end. A drain that held claims longer than the
-        lease less the window had its last alarms rung 10 s late that way (finding 64).
+        A row an engine holds (`claimed_by`) under a lease not ended by `now_ms` is left to
+        it: its next_try_time is that lease's end, not when it is due, and claimed again it
+        would ring at that end. A drain that held claims longer than the lease less the
+        window had its last alarms rung 10 s late that way (finding 64). `now_ms` is
+        required so that no caller can leave it out and re-claim held alarms.
 
         Each claimed row's next_try_time moves to `lease_until_ms`, out of the range the next
         scan reads; if this process dies, the alarm becomes due again when the lease ends.
@@ -75,8 +77,7 @@ class SqlClaimStore:
         hint = f" FORCE INDEX ({index})" if caps.index_hints else ""
         floor = f" AND next_try_time >= {int(from_ms)}" if from_ms is not None else ""
         only = " AND application = :application" if application else ""
-        if now_ms is not None:
-            only += f" AND (claimed_by = 0 OR next_try_time <= {int(now_ms)})"
+        only += f" AND (claimed_by = 0 OR next_try_time <= {int(now_ms)})"
         query = text(
             f"SELECT id, next_try_time, version, application FROM {_TABLE}{hint}"
             f" WHERE status = '{PENDING}'{only}{floor} AND next_try_time <= {int(horizon_ms)}"

@@ -65,15 +65,16 @@ class ClaimStore(Protocol):
         horizon_ms: int,
         lease_until_ms: int,
         limit: int,
+        *,
+        now_ms: int,
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
-        now_ms: int | None = None,
     ) -> list[Claim]:
         """Claim up to `limit` pending alarms due by `horizon_ms` (and from `from_ms`, when
         given; of `application` alone, when given), earliest first, each leased until
-        `lease_until_ms` to the engine `owner`. With `now_ms`, an alarm an engine holds
-        under a lease that has not ended by then is left to it."""
+        `lease_until_ms` to the engine `owner`. An alarm an engine holds under a lease not
+        ended by `now_ms` is left to it."""
         ...
 
     def due_applications(self, horizon_ms: int) -> dict[str, int]:
