@@ -162,6 +162,9 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
         each = ", ".join(f"{side} {statistics.median(r[key] for r in runs):.1f}"
                          for side, runs in results.items())  # fmt: skip
         print(f"[noisy] {name} CPU per alarm of A during its drain (µs): {each}")
+    if "apart" in results:
+        own = statistics.median(r["quiet_engine_cpu_us_per_alarm"] for r in results["apart"])
+        print(f"[noisy] B's own server's engine CPU during A's drain, per alarm of A: {own:.1f} µs")
     for side in results:
         if side == "alone":
             continue
