@@ -77,10 +77,11 @@ class SqlClaimStore:
         hint = f" FORCE INDEX ({index})" if caps.index_hints else ""
         floor = f" AND next_try_time >= {int(from_ms)}" if from_ms is not None else ""
         only = " AND application = :application" if application else ""
-        only += f" AND (claimed_by = 0 OR next_try_time <= {int(now_ms)})"
+        unheld = f" AND (claimed_by = 0 OR next_try_time <= {int(now_ms)})"
         query = text(
             f"SELECT id, next_try_time, version, application FROM {_TABLE}{hint}"
-            f" WHERE status = '{PENDING}'{only}{floor} AND next_try_time <= {int(horizon_ms)}"
+            f" WHERE status = '{PENDING}'{only}{unheld}{floor}"
+            f" AND next_try_time <= {int(horizon_ms)}"
             f" ORDER BY next_try_time LIMIT {int(limit)}{lock}"
         )
         params = {"application": application} if application else {}
