@@ -444,7 +444,8 @@ def test_an_express_batch_gathers_an_applications_next_few_alarms(
     now = fake_clock.now_ms()
     held = [now + 100 * i for i in range(settings.ring_lanes)]
     store.create_many([NewAlarm("held", f"h{i}", "p", t, None) for i, t in enumerate(held)], now)
-    targets = [now + 1_000, now + 1_015, now + 1_030, now + 1_060]  # the last past 50 ms
+    # The third past a lane's 50 ms, the last past an express batch's four spans of 50
+    targets = [now + 1_000 + offset for offset in (0, 30, 120, 210)]
     store.create_many([NewAlarm("app", f"x{i}", "p", t, None) for i, t in enumerate(targets)], now)
     engine.preloader.run_once()
     try:

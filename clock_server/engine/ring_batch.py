@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 DB_RETRY_MS = 1_000
 _LEAD_SLACK_MS = 50
+# An express batch rings beside a backlog, where each of its transactions is a lock, an
+# UPDATE and a commit that the backlog's lanes and the broker wait behind: four gathering
+# spans per batch took the engine's CPU per alarm of the backlog 6 % lower (finding 66).
+EXPRESS_GATHER_SPANS = 4
 
 
 class _Recorded(NamedTuple):
@@ -62,7 +66,8 @@ class BatchRinger:
 
     The lock's round trip is measured into `lead` (`LockLead`), shared with the ring loop,
     which takes claims off the heap that long before they are due, and those due up to
-    ``gather_ms`` after that with them: one transaction for the alarms of that span.
+    ``gather_ms`` after that with them (`express_gather_ms` for an express batch): one
+    transaction for the alarms of that span.
 
     A batch whose applications all publish to RabbitMQ hands every moment's group to the
     publisher at once (`Publisher.start_timed`), which sends each when its moment comes;
@@ -124,6 +129,11 @@ class BatchRinger:
         whole database (a longer one would delay every write)."""
         return self._gather_ms if self.claims.locks_rows else 0
 
+    @property
+    def express_gather_ms(self) -> int:
+        """How far past the lead an express batch reaches: EXPRESS_GATHER_SPANS times as far."""
+        return self.gather_ms * EXPRESS_GATHER_SPANS
+
     def ring(self, due: list[Claim], since_ms: int | None = None, express: bool = False) -> None:
         """Ring `due`, which was to be taken off the heap at `since_ms` (now, if not given)."""
         if since_ms is None:
@@ -136,7 +146,7 @@ class BatchRinger:
         retries = {application: self._retry_for(application) for application in applications}
         try:
             with self.claims.ring_transaction() as tx:
-                died = self._ring_locked(tx, due, since_ms, publisher, routes, retries)
+                died = self._ring_locked(tx, due, since_ms, publisher, routes, retries, express)
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -163,6 +173,7 @@ class BatchRinger:
         publisher: Publisher,
         routes: dict[str, Route],
         retries: dict[str, RetryPolicy],
+        express: bool,
     ) -> int:
         """Lock, publish (or hand off) and record `due`; returns how many alarms died."""
         live = tx.lock_live(due)
@@ -171,7 +182,8 @@ class BatchRinger:
         if lead_ms != lead_before:  # the gauge is a file write in multi-process mode
             self.metrics.ring_lead_ms.set(lead_ms)
         due_at = {claim.id: claim.due_ms for claim in due}
-        rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due)
+        gather_ms = self.express_gather_ms if express else self.gather_ms
+        rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due, gather_ms)
         beside = self._few_beside_backlog(rows, publisher)
         expired: list[RingRow] = []
         if all(route.channel == AMQP for route in routes.values()):
@@ -277,11 +289,11 @@ class BatchRinger:
         )
 
     def _keep_close(
-        self, rows: list[RingRow], due_at: dict[int, int], due: list[Claim]
+        self, rows: list[RingRow], due_at: dict[int, int], due: list[Claim], gather_ms: int
     ) -> list[RingRow]:
-        """Rows due within the lead; any other goes back to the heap (cannot happen while
-        versions hold, since a claim's due time is never before its target)."""
-        limit = self.clock.now_ms() + self.lead.ms + self.gather_ms + _LEAD_SLACK_MS
+        """Rows due within the lead and `gather_ms`; any other goes back to the heap (cannot
+        happen while versions hold, since a claim's due time is never before its target)."""
+        limit = self.clock.now_ms() + self.lead.ms + gather_ms + _LEAD_SLACK_MS
         far = [r for r in rows if ready_at(r, due_at) > limit]
         if not far:
             return rows

@@ -56,7 +56,7 @@ class Ringer:
     part of the lateness (`LockLead`, grown while locking is slow). A pass takes with them
     those due up to `batches.gather_ms` later, so that at a steady rate one batch covers that
     span instead of each alarm paying for a transaction of its own. An express batch gathers
-    the same way, up to `few_due` of each of its applications.
+    a longer span, `batches.express_gather_ms`, up to `few_due` of each of its applications.
 
     ``on_lane_free`` wakes the ring loop when a lane comes free while the loop waits for one.
     Not after every batch: at a steady rate that would be one more pass of the loop per
@@ -145,18 +145,20 @@ class Ringer:
         return wait_ms / 1000
 
     def _gather_ms(self, express: bool = False) -> int:
-        """How far past the lead this pass takes claims: `batches.gather_ms` while the lead is
-        no longer than that and a lane (an express lane, for an express batch) stays free
-        beside this pass's, else nothing. A batch holds its lane for the lead, the gathering
-        and its confirms: with the lead grown under load, gathered batches kept every lane
-        busy and what fell due waited for one."""
-        gather_ms = self.batches.gather_ms
-        if self.lead.ms > gather_ms:
+        """How far past the lead this pass takes claims: `batches.gather_ms` (for an express
+        batch `batches.express_gather_ms`) while the lead is no longer than `gather_ms` and a
+        lane (an express lane, for an express batch) stays free beside this pass's, else
+        nothing. A batch holds its lane for the lead, the gathering and its confirms: with
+        the lead grown under load, gathered batches kept every lane busy and what fell due
+        waited for one."""
+        if self.lead.ms > self.batches.gather_ms:
             return 0
         with self._in_flight_lock:
             busy = self._express_busy if express else self._lanes_busy
         lanes = EXPRESS_LANES if express else self._lane_count
-        return gather_ms if busy + 2 <= lanes else 0
+        if busy + 2 > lanes:
+            return 0
+        return self.batches.express_gather_ms if express else self.batches.gather_ms
 
     def _held_back_beside_others(self) -> bool:
         """Whether BESIDE_BACKLOG_LANES lanes are busy while a backlog is due beside other
