@@ -539,42 +539,6 @@ def test_groups_a_millisecond_apart_go_out_at_their_moments_and_are_all_confirme
     assert publisher.wait_healthy(5.0)
 
 
-@pytest.mark.rabbitmq
-def test_acks_nobody_waits_for_yet_are_read_at_the_next_moment(broker, make_publisher):
-    # Beside a backlog another application's alarms ring each at its own moment: reading
-    # the acks of a hand-over's earlier groups only when a later moment comes saves the IO
-    # thread a wake-up per moment. The last group's, which its caller waits for, are read
-    # as they come, and so is everything once no moment is queued.
-    application = broker.app()
-    broker.bind_queue(application)
-    observed: list[float] = []
-    publisher = make_publisher(observe_confirm=observed.append)
-    assert publisher.publish_batch(_messages(application, 1), timeout_s=5.0) == [True]
-    clock = SettableClock()
-    now = clock.now_ms()
-    lone = publisher.start_timed([_timed(now + 100, _messages(application, 1))], clock)
-    later = publisher.start_timed(
-        [
-            _timed(now + 200, _messages(application, 1)),
-            _timed(now + 400, _messages(application, 1)),
-        ],
-        clock,
-    )
-
-    def watching() -> bool:
-        return publisher._connection._watching_reads  # type: ignore[union-attr]
-
-    clock.set(now + 100)
-    assert lone[0].wait(5.0) == [True]  # awaited: read as it came, the next moment 100 ms off
-    clock.set(now + 200)
-    assert _wait_until(lambda: not watching(), 2.0)  # nobody waits for this group's ack yet
-    assert later[0].wait(5.0) == [True]  # taken in at a later look at the moments
-    clock.set(now + 400)
-    assert later[1].wait(5.0) == [True]
-    assert _wait_until(watching, 2.0)  # nothing queued: reads are watched again
-    assert len(observed) == 3  # the confirm latency of the batches waited for, not of later[0]
-
-
 def test_a_moment_queue_gives_the_due_groups_earliest_first_and_keeps_the_rest():
     clock = SettableClock()
     now = clock.now_ms()

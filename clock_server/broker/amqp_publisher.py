@@ -36,8 +36,6 @@ _RECHECK_MS = 100
 # With the next moment this close, the acks of the groups sent are read when it comes, not
 # as they arrive: at a steady rate, one wake-up of the IO thread per moment instead of two.
 _READ_AT_NEXT_MOMENT_MS = 2
-# Acks nobody waits for yet (of a timed hand-over's earlier groups) are read at the next
-# moment while one is queued, however far: it comes within _RECHECK_MS.
 
 
 def _since_sent(batch: Batch) -> str:
@@ -60,9 +58,7 @@ class _PendingAmqpBatch:
                         extra={"action": "publish_unconfirmed"})  # fmt: skip
         self._publisher._forget(batch)
         observe = self._publisher.observe_confirm
-        # Not the earlier groups of a timed hand-over: their acks are read at a later moment.
-        seconds = batch.confirm_seconds() if batch.awaited else None
-        if observe is not None and seconds is not None:
+        if observe is not None and (seconds := batch.confirm_seconds()) is not None:
             observe(seconds)
         return batch.outcome()
 
@@ -123,8 +119,6 @@ class AmqpPublisher:
         self._declared: set[str] = set()
         self._moments: dict[int, MomentQueue] = {}  # by id() of their clock
         self._moment_timer: Any = None
-        self._awaited: Batch | None = None  # the latest batch sent that a caller waits for
-        self._declaring = 0  # queues declared and not bound yet: their answers are awaited
 
     def start(self) -> None:
         """Start the IO thread, which connects (and keeps reconnecting) in the background."""
@@ -160,12 +154,7 @@ class AmqpPublisher:
     def start_timed(self, groups: Sequence[TimedGroup], clock: Clock) -> list[TimedBatch]:
         """Hand every group to the IO thread at once and return; its timer sends each when its
         moment comes on `clock`: one wake-up of the IO thread per group, none of the caller's."""
-        # The caller waits for the last group first: only its acks are read as they come.
-        last = max(range(len(groups)), key=lambda i: groups[i].at_ms, default=-1)
-        timed = [
-            (group, Batch([], group.size, awaited=index == last))
-            for index, group in enumerate(groups)
-        ]
+        timed = [(group, Batch([], group.size)) for group in groups]
         with self._lock:
             handed = not self._stopping and self._ioloop is not None and self._ready.is_set()
             if handed:
@@ -205,7 +194,7 @@ class AmqpPublisher:
                 return False
             self._inflight.add(batch)
             # Under the lock: close() cannot have queued the shutdown, so the loop still runs.
-            self._ioloop.add_callback_threadsafe(functools.partial(self._start_now, batch))
+            self._ioloop.add_callback_threadsafe(functools.partial(self._start_batch, batch))
         return True
 
     # Everything below runs on the IO thread.
@@ -315,7 +304,6 @@ class AmqpPublisher:
         self._channel = None
         self._confirms.reset()
         self._declared.clear()
-        self._declaring = 0
         for batch in batches:
             batch.finish()
 
@@ -352,32 +340,15 @@ class AmqpPublisher:
                 self._send_group(group, batch, now_ms)
             if not queue:
                 del self._moments[key]
-        wait_ms = self._ms_to_next_moment()
+        waits = (queue.ms_to_next() for queue in self._moments.values())
+        wait_ms = min((wait for wait in waits if wait is not None), default=None)
         if wait_ms is not None:
             self._moment_timer = self._ioloop.call_later(
                 min(wait_ms, _RECHECK_MS) / 1000, self._on_moment_timer
             )
         if (connection := self._connection) is not None:
             connection.read_waiting()  # the acks that came since the last moment
-            self._watch_reads_if_awaited(connection, wait_ms)
-
-    def _ms_to_next_moment(self) -> int | None:
-        waits = (queue.ms_to_next() for queue in self._moments.values())
-        return min((wait for wait in waits if wait is not None), default=None)
-
-    def _watch_reads_if_awaited(
-        self, connection: PublishingConnection, wait_ms: int | None
-    ) -> None:
-        """Read the socket as data comes while nothing is queued for a moment, or while a
-        batch a caller waits for, or a queue's declaration, is out and the next moment is not
-        near; else at the next moment.
-        Beside a backlog, where another application's alarms ring each at its own moment,
-        this is one wake-up of the IO thread per moment instead of two."""
-        awaited = self._awaited
-        waited_for = bool(self._declaring) or (awaited is not None and not awaited.done.is_set())
-        connection.watch_reads(
-            wait_ms is None or (waited_for and wait_ms > _READ_AT_NEXT_MOMENT_MS)
-        )
+            connection.watch_reads(wait_ms is None or wait_ms > _READ_AT_NEXT_MOMENT_MS)
 
     def _on_moment_timer(self) -> None:
         self._moment_timer = None  # fired: pika would count removing it as a cancellation
@@ -397,11 +368,6 @@ class AmqpPublisher:
         if late := group.too_late(now_ms):
             batch.withhold(late)
         self._start_batch(batch)
-
-    def _start_now(self, batch: Batch) -> None:
-        self._start_batch(batch)
-        if (connection := self._connection) is not None:
-            self._watch_reads_if_awaited(connection, self._ms_to_next_moment())
 
     def _start_batch(self, batch: Batch) -> None:
         try:
@@ -424,14 +390,12 @@ class AmqpPublisher:
         countdown = [len(missing)]
 
         def bound(application: str, _frame: Any) -> None:
-            self._declaring -= 1
             self._declared.add(application)
             countdown[0] -= 1
             if countdown[0] == 0:
                 self._publish(batch)
 
         # Concurrent batches may declare the same queue twice; declare and bind are idempotent.
-        self._declaring += len(missing)
         for application in missing:
             self._declare_queue(self._channel, application, functools.partial(bound, application))
 
@@ -469,8 +433,6 @@ class AmqpPublisher:
         # burst (see amqp_frames); sent at once, not at the IO loop's next turn.
         connection.send_frames(buffers)
         self._confirms.sent(batch)
-        if batch.awaited:
-            self._awaited = batch
 
     def _on_return(self, channel: Channel, method: Any, properties: Any, _body: bytes) -> None:
         if channel is self._channel:

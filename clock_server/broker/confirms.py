@@ -13,14 +13,9 @@ from clock_server.model import OutgoingMessage
 class Batch:
     """The outcome of one published batch, shared by the caller and the IO thread."""
 
-    def __init__(
-        self, messages: list[OutgoingMessage], size: int | None = None, awaited: bool = True
-    ) -> None:
-        """`size`, without `messages`: a batch whose messages are made when it is sent.
-        `awaited`: its caller waits for it as soon as it is sent (not the earlier groups of
-        a timed hand-over, whose caller waits for the last group first)."""
+    def __init__(self, messages: list[OutgoingMessage], size: int | None = None) -> None:
+        """`size`, without `messages`: a batch whose messages are made when it is sent."""
         self.messages = messages
-        self.awaited = awaited
         self.size = len(messages) if size is None else size
         self.done = threading.Event()
         self._results: list[bool | None] = [None] * self.size

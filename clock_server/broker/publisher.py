@@ -68,8 +68,7 @@ class Publisher(Protocol):
     def start_timed(self, groups: Sequence[TimedGroup], clock: Clock) -> list[TimedBatch]:
         """Hand every group over at once and return; each is sent when its moment comes on
         `clock`, so that the caller need not wake at each moment. One `TimedBatch` per group,
-        in order. Wait for the latest group first: the confirms of the earlier ones may be
-        taken in only as later moments come."""
+        in order."""
         ...
 
     def is_healthy(self) -> bool:
