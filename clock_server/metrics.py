@@ -97,7 +97,15 @@ class Metrics:
             "clock_alarms_rung", "Alarms published and confirmed", ["application"], registry=r
         )
         self.publish_failures = Counter(
-            "clock_publish_failures", "Publishes the broker did not confirm", registry=r
+            "clock_publish_failures",
+            "Publishes the broker refused (nacked, or returned as unroutable)",
+            registry=r,
+        )
+        self.held = Counter(
+            "clock_alarms_held",
+            "Due alarms held back while the broker could not take them (no attempt spent)",
+            ["application"],
+            registry=r,
         )
         self.webhook_calls = Counter(
             "clock_webhook_calls",

@@ -150,8 +150,7 @@ ENGINE = "clock"  # the engine: attempts, rings, expiries, deaths
 
 # What a failed publish's event says: the publisher tells only whether the broker took each
 # message, and whether it is connected.
-NOT_CONFIRMED = "not confirmed by the broker (nacked, returned as unroutable, or timed out)"
-PUBLISHER_UNAVAILABLE = "publisher unavailable: no connection to the broker"
+NOT_CONFIRMED = "refused by the broker (nacked, or returned as unroutable)"
 
 
 @dataclass(frozen=True, slots=True)

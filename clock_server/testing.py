@@ -12,8 +12,9 @@ from clock_server.timesource import Clock
 
 
 class _Settled:
-    def __init__(self, outcome: list[bool]) -> None:
+    def __init__(self, outcome: list[bool], refused: list[int]) -> None:
         self.outcome = outcome
+        self.refused = refused
 
     def wait(self, timeout_s: float) -> list[bool]:
         return self.outcome
@@ -32,6 +33,7 @@ class _TimedInMemory:
         self.sent_at_ms: int | None = None
         self.too_late: list[int] = []
         self.outcome: list[bool] = []
+        self.refused: list[int] = []
 
     def wait(self, timeout_s: float) -> list[bool]:
         self._groups.send_through(self._index, timeout_s)
@@ -65,17 +67,23 @@ class _TimedGroups:
         handle.too_late = group.too_late(now_ms)
         late = set(handle.too_late)
         messages = group.make(now_ms)
-        sent = [message for i, message in enumerate(messages) if i not in late]
-        flags = iter(self._publisher.start_batch(sent).wait(0.0) if sent else [])
-        handle.outcome = [False if i in late else next(flags) for i in range(len(messages))]
+        kept = [i for i in range(len(messages)) if i not in late]
+        if not kept:
+            handle.outcome = [False] * len(messages)
+            return
+        settled = self._publisher.start_batch([messages[i] for i in kept])
+        flags = dict(zip(kept, settled.wait(0.0), strict=True))
+        handle.outcome = [flags.get(i, False) for i in range(len(messages))]
+        handle.refused = [kept[i] for i in settled.refused]
 
 
 class InMemoryPublisher:
     """Publisher twin: keeps confirmed messages in a list and fails when told to.
 
-    A message is False when the publisher is unhealthy or closed, when it is one of the next
-    ``fail_next(n)`` messages, or when its application is in ``unroutable``; otherwise it is
-    recorded and True. Safe to call from several threads.
+    A message is False when the publisher is unhealthy or closed (never settled, as with no
+    connection), or refused when it is one of the next ``fail_next(n)`` messages (a nack) or
+    its application is in ``unroutable``; otherwise it is recorded and True. Safe to call
+    from several threads.
     """
 
     def __init__(self) -> None:
@@ -109,8 +117,12 @@ class InMemoryPublisher:
             return [self._offer(message) for message in messages]
 
     def start_batch(self, messages: Sequence[OutgoingMessage]) -> _Settled:
-        """Publish at once (see publish_batch); the returned handle gives the outcome."""
-        return _Settled(self.publish_batch(messages, 0.0))
+        """Publish at once (see publish_batch); the returned handle gives the outcome. The
+        failures of a healthy twin are refusals; an unhealthy one's were never settled."""
+        healthy = self.is_healthy()
+        flags = self.publish_batch(messages, 0.0)
+        refused = [index for index, ok in enumerate(flags) if not ok] if healthy else []
+        return _Settled(flags, refused)
 
     def start_timed(self, groups: Sequence[TimedGroup], clock: Clock) -> list[_TimedInMemory]:
         """Each group is published (by start_batch), in order, when a waiter for it or for a

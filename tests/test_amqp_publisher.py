@@ -200,7 +200,9 @@ def test_unroutable_messages_are_false_and_routable_true(broker, make_publisher)
         OutgoingMessage("m4", unroutable, b"{}"),
     ]
 
-    assert publisher.publish_batch(messages, timeout_s=5.0) == [True, False, True, False]
+    pending = publisher.start_batch(messages)
+    assert pending.wait(5.0) == [True, False, True, False]
+    assert pending.refused == [1, 3], "an unroutable message is the receiving side's refusal"
     assert [p.message_id for p, _ in broker.drain(routable)] == ["m1", "m3"]
 
 
@@ -210,9 +212,10 @@ def test_nacked_messages_are_false(broker, make_publisher):
     application = broker.app()
     broker.bind_queue(application, {"x-max-length": 2, "x-overflow": "reject-publish"})
 
-    results = publisher.publish_batch(_messages(application, 5), timeout_s=5.0)
+    pending = publisher.start_batch(_messages(application, 5))
 
-    assert results == [True, True, False, False, False]
+    assert pending.wait(5.0) == [True, True, False, False, False]
+    assert pending.refused == [2, 3, 4]
 
 
 @pytest.mark.rabbitmq
@@ -220,9 +223,10 @@ def test_unreachable_broker_fails_fast(broker, make_publisher):
     publisher = make_publisher("amqp://guest:guest@127.0.0.1:1/%2F", ready=False)
 
     started = time.monotonic()
-    results = publisher.publish_batch(_messages(broker.app(), 3), timeout_s=5.0)
+    pending = publisher.start_batch(_messages(broker.app(), 3))
 
-    assert results == [False, False, False]
+    assert pending.wait(5.0) == [False, False, False]
+    assert pending.refused == [], "no connection is the service's own trouble, not a refusal"
     assert time.monotonic() - started < 0.5
     assert not publisher.wait_healthy(0.3)
     assert not publisher.is_healthy()
@@ -257,9 +261,10 @@ def test_connection_lost_mid_batch_fails_unconfirmed(broker, make_publisher, mon
 
     monkeypatch.setattr(publisher, "_publish", drop_then_publish)
     started = time.monotonic()
-    results = publisher.publish_batch(_messages(broker.app(), 50), timeout_s=5.0)
+    pending = publisher.start_batch(_messages(broker.app(), 50))
 
-    assert results == [False] * 50
+    assert pending.wait(5.0) == [False] * 50
+    assert pending.refused == []
     assert time.monotonic() - started < 2.0
     monkeypatch.undo()
     assert publisher.wait_healthy(5.0)
@@ -274,10 +279,12 @@ def test_missing_confirms_time_out_as_false(broker, make_publisher, monkeypatch,
 
     with caplog.at_level(logging.WARNING, logger="clock_server.broker.amqp_publisher"):
         started = time.monotonic()
-        results = publisher.publish_batch(_messages(broker.app(), 5), timeout_s=0.3)
+        pending = publisher.start_batch(_messages(broker.app(), 5))
+        results = pending.wait(0.3)
 
     assert results == [False] * 5
-    assert 0.3 <= time.monotonic() - started < 1.0
+    assert pending.refused == [], "a confirm that never came is no refusal"
+    assert time.monotonic() - started < 1.0
     assert re.search(r"5 messages not confirmed \d+\.\d s after they were sent", caplog.text)
 
 
@@ -365,9 +372,13 @@ def test_in_memory_publisher_records_and_fails_on_demand():
     publisher.fail_next(2)
     publisher.unroutable.add("b")
     mixed = _messages("a", 3) + _messages("b", 1)
-    assert publisher.publish_batch(mixed, timeout_s=1.0) == [False, False, True, False]
+    refusing = publisher.start_batch(mixed)
+    assert refusing.wait(1.0) == [False, False, True, False]
+    assert refusing.refused == [0, 1, 3]
     publisher.healthy = False
-    assert publisher.publish_batch(first, timeout_s=1.0) == [False] * 3
+    unsettled = publisher.start_batch(first)
+    assert unsettled.wait(1.0) == [False] * 3
+    assert unsettled.refused == []
     assert not publisher.is_healthy()
 
     assert publisher.published == [*first, mixed[2]]
@@ -580,7 +591,7 @@ def test_messages_past_their_cutoff_at_the_moment_are_withheld(broker, timed_set
     clock.set(now + 130)
 
     assert timed.wait(5.0) == [True, False, True, False]
-    assert timed.too_late == [1, 3]
+    assert timed.too_late == [1, 3] and timed.refused == []
     assert _ids(broker.drain(application)) == [messages[0].message_id, messages[2].message_id]
     # The delivery tags of what follows still match: only the sent messages took one.
     after = _messages(application, 6)[4:]

@@ -45,11 +45,12 @@ def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemor
             ring_gather_ms=0,
         )
         values.update(overrides)
+        on = values.pop("publisher", publisher)
         return AlarmEngine(
             Settings(**values),
             SqlClaimStore(store),
             SqlEngineRegistry(store),
-            publisher,
+            on,
             fake_clock,
             Metrics(),
         )
@@ -195,6 +196,84 @@ def test_a_retry_succeeds_with_the_same_message_id(store, fake_clock, publisher,
     assert published_ids(publisher) == [alarm_id]
     assert json.loads(publisher.published[0].body)["attempt"] == 2
     assert store.get("app", "r").retry_times == 1
+
+
+def test_while_the_broker_is_out_of_reach_alarms_wait_with_their_attempts_untouched(
+    store, fake_clock, publisher, make_engine
+):
+    """A budget of one retry, and an outage longer than it and than the claims' lease: the
+    alarms stay pending, those past their cutoff expire, and the rest ring on their first
+    attempt once the broker is back."""
+    engine = make_engine(retry_max=1, retry_base_s=0.1, retry_cap_s=0.1)
+    start = fake_clock.now_ms()
+    waiting = add(store, fake_clock, "wait", 0)
+    add(store, fake_clock, "cut", 500, latest=start + 2_500)
+    publisher.healthy = False
+    for _ in range(LEASE_MS // 1_000 + 15):
+        step(engine)
+        alarm = store.get("app", "wait")
+        assert (alarm.status, alarm.retry_times) == ("pending", 0)
+        fake_clock.advance(1_000)
+    cut = store.get("app", "cut")
+    assert (cut.status, cut.retry_times) == ("expired", 0)
+    assert publisher.published == []
+    assert engine.metrics.held.labels("app")._value.get() >= LEASE_MS // 1_000
+    publisher.healthy = True
+    step(engine)
+    assert published_ids(publisher) == [waiting]
+    assert json.loads(publisher.published[0].body)["attempt"] == 1
+    alarm = store.get("app", "wait")
+    assert (alarm.status, alarm.retry_times) == ("rung", 0)
+
+
+class _UnsettledPublisher(InMemoryPublisher):
+    """Takes every batch and never settles it while `settling` is off: a connection lost
+    before the confirms, or a broker that never answered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settling = False
+
+    def start_batch(self, messages):
+        if self.settling:
+            return super().start_batch(messages)
+        return _Unsettled(len(messages))
+
+
+class _Unsettled:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.refused: list[int] = []
+
+    def wait(self, timeout_s: float) -> list[bool]:
+        return [False] * self.size
+
+
+def test_publishes_the_broker_never_settled_spend_no_attempt(store, fake_clock, make_engine):
+    publisher = _UnsettledPublisher()
+    engine = make_engine(publisher=publisher, retry_max=0)
+    add(store, fake_clock, "u", 0)
+    for _ in range(3):
+        step(engine)
+        alarm = store.get("app", "u")
+        assert (alarm.status, alarm.retry_times) == ("pending", 0)
+        fake_clock.advance(1_000)
+    publisher.settling = True
+    step(engine)
+    alarm = store.get("app", "u")
+    assert (alarm.status, alarm.retry_times) == ("rung", 0)
+    assert json.loads(publisher.published[0].body)["attempt"] == 1
+
+
+def test_a_refusal_spends_an_attempt_and_the_last_one_dies(
+    store, fake_clock, publisher, make_engine
+):
+    engine = make_engine(retry_max=0)
+    add(store, fake_clock, "nack", 0)
+    publisher.unroutable.add("app")
+    step(engine)
+    alarm = store.get("app", "nack")
+    assert (alarm.status, alarm.retry_times) == ("dead", 0)
 
 
 def test_a_retry_due_after_its_cutoff_expires_only_once_the_cutoff_has_passed(

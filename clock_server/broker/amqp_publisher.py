@@ -70,6 +70,10 @@ class _PendingAmqpBatch:
     def too_late(self) -> list[int]:
         return self._batch.too_late
 
+    @property
+    def refused(self) -> list[int]:
+        return self._batch.refused()
+
 
 class AmqpPublisher:
     """Publishes to a durable direct exchange; one IO thread owns the pika SelectConnection.
@@ -112,6 +116,7 @@ class AmqpPublisher:
         self._backoff_s = _MIN_BACKOFF_S
         self._reconnect_timer: Any = None
         self._ready = threading.Event()
+        self._blocked = False  # the broker said connection.blocked (a memory or disk alarm)
         self._lock = threading.Lock()
         self._stopping = False
         self._inflight: set[Batch] = set()
@@ -137,8 +142,9 @@ class AmqpPublisher:
         return self._ready.wait(timeout_s)
 
     def is_healthy(self) -> bool:
-        """True only while the channel is open and the exchange is declared."""
-        return self._ready.is_set()
+        """True only while the channel is open, the exchange is declared and the broker has
+        not blocked the connection."""
+        return self._ready.is_set() and not self._blocked
 
     def publish_batch(self, messages: Sequence[OutgoingMessage], timeout_s: float) -> list[bool]:
         """Publish all messages, then wait for their confirms; one flag per message, in order."""
@@ -156,7 +162,7 @@ class AmqpPublisher:
         moment comes on `clock`: one wake-up of the IO thread per group, none of the caller's."""
         timed = [(group, Batch([], group.size)) for group in groups]
         with self._lock:
-            handed = not self._stopping and self._ioloop is not None and self._ready.is_set()
+            handed = not self._stopping and self._ioloop is not None and self.is_healthy()
             if handed:
                 assert self._ioloop is not None
                 self._inflight.update(batch for _, batch in timed)
@@ -190,7 +196,7 @@ class AmqpPublisher:
 
     def _submit(self, batch: Batch) -> bool:
         with self._lock:
-            if self._stopping or self._ioloop is None or not self._ready.is_set():
+            if self._stopping or self._ioloop is None or not self.is_healthy():
                 return False
             self._inflight.add(batch)
             # Under the lock: close() cannot have queued the shutdown, so the loop still runs.
@@ -261,7 +267,23 @@ class AmqpPublisher:
             self._schedule_reconnect()
 
     def _on_connection_open(self, connection: PublishingConnection) -> None:
+        connection.add_on_connection_blocked_callback(self._on_blocked)
+        connection.add_on_connection_unblocked_callback(self._on_unblocked)
         connection.channel(on_open_callback=self._on_channel_open)
+
+    def _on_blocked(self, connection: Any, frame: Any) -> None:
+        """The broker stopped reading this connection (a memory or disk alarm): nothing more is
+        sent on it until it says unblocked, so what would be sent fails at once, unsettled,
+        and waits for the broker instead of for a publish timeout."""
+        if connection is self._connection:
+            self._blocked = True
+            log.warning("RabbitMQ blocked the connection: %s", frame.method.reason,
+                        extra={"action": "broker_blocked"})  # fmt: skip
+
+    def _on_unblocked(self, connection: Any, _frame: Any) -> None:
+        if connection is self._connection and self._blocked:
+            self._blocked = False
+            log.info("RabbitMQ unblocked the connection", extra={"action": "broker_unblocked"})
 
     def _on_channel_open(self, channel: Channel) -> None:
         self._channel = channel
@@ -300,6 +322,7 @@ class AmqpPublisher:
     def _on_lost(self) -> None:
         with self._lock:
             self._ready.clear()
+            self._blocked = False
             batches, self._inflight = self._inflight, set()
         self._channel = None
         self._confirms.reset()
@@ -380,7 +403,7 @@ class AmqpPublisher:
     def _declare_then_publish(self, batch: Batch) -> None:
         if batch.done.is_set():
             return
-        if self._channel is None or not self._ready.is_set():
+        if self._channel is None or not self.is_healthy():
             batch.finish()
             return
         missing = {m.application for m in batch.messages} - self._declared

@@ -85,6 +85,16 @@ class Batch:
     def outcome(self) -> list[bool]:
         return [result is True for result in self._results]
 
+    def refused(self) -> list[int]:
+        """The indices of the messages the broker nacked or returned as unroutable; any other
+        False of the outcome was withheld (`too_late`) or never settled."""
+        withheld = set(self.too_late)
+        return [
+            index
+            for index, result in enumerate(self._results)
+            if result is False and index not in withheld
+        ]
+
 
 class ConfirmTracker:
     """The batches on one channel whose confirms are still to come, in delivery-tag order.

@@ -16,6 +16,14 @@ class PendingBatch(Protocol):
         """The outcome, as publish_batch gives it, once confirmed or after `timeout_s`."""
         ...
 
+    @property
+    def refused(self) -> list[int]:
+        """Once `wait` has returned: the indices of the messages the broker refused (nacked,
+        or returned as unroutable), the receiving side's failure. Any other False of the
+        outcome was never settled (no connection, a blocked connection, no confirm in time):
+        the service's own trouble, which spends none of an alarm's attempts."""
+        ...
+
 
 class TimedGroup(NamedTuple):
     """`size` messages to send together the moment `at_ms` comes, never before, made by

@@ -27,6 +27,10 @@ class SentNow:
     def wait(self, timeout_s: float) -> list[bool]:
         return self._pending.wait(timeout_s)
 
+    @property
+    def refused(self) -> list[int]:
+        return self._pending.refused
+
 
 def hand_over(
     rows: list[RingRow], due_at: dict[int, int], clock: Clock, connections: Connections

@@ -26,19 +26,17 @@ from clock_server.engine.moments import (
 )
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
-from clock_server.model import (
-    AMQP,
-    NOT_CONFIRMED,
-    PUBLISHER_UNAVAILABLE,
-    Claim,
-    RingRow,
-)
+from clock_server.model import AMQP, NOT_CONFIRMED, Claim, RingRow
 from clock_server.store.ports import ClaimStore, RingTransaction
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
 
 DB_RETRY_MS = 1_000
+# Alarms the broker could not take for the service's own trouble (no connection, a blocked
+# connection, no confirm in time) wait in the heap this long, their attempts untouched; the
+# publisher reconnects within its own backoff meanwhile.
+BROKER_HOLD_MS = 1_000
 _LEAD_SLACK_MS = 50
 # An express batch rings beside a backlog (or while every lane is busy), where each of its
 # transactions is a lock, an UPDATE and a commit that the busy lanes and the broker wait
@@ -63,7 +61,10 @@ class BatchRinger:
     cancel either committed first or waits for the lock); each group of alarms is published
     the moment it is due, never before (rows locked ahead of time wait on the Clock); rows
     past their cutoff are marked expired; then, with the broker's confirms, each alarm is
-    marked rung, retried with backoff, or dead.
+    marked rung, retried with backoff, or dead. Only a refusal (a nack, a message returned
+    as unroutable) spends an attempt: while the broker cannot be reached, the batch's AMQP
+    alarms stay pending and go back to the heap (`BROKER_HOLD_MS`), those past their cutoff
+    are expired, and the rest of the batch rings as usual.
 
     The lock's round trip is measured into `lead` (`LockLead`), shared with the ring loop,
     which takes claims off the heap that long before they are due, and those due up to
@@ -123,6 +124,7 @@ class BatchRinger:
         self.gate = gate
         self.channels = channels
         self.on_dead = on_dead
+        self._holding = False  # alarms were held for the broker since it last took any
 
     @property
     def gather_ms(self) -> int:
@@ -147,7 +149,9 @@ class BatchRinger:
         retries = {application: self._retry_for(application) for application in applications}
         try:
             with self.claims.ring_transaction() as tx:
-                died = self._ring_locked(tx, due, since_ms, publisher, routes, retries, express)
+                died, held = self._ring_locked(
+                    tx, due, since_ms, publisher, routes, retries, express
+                )
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -157,9 +161,32 @@ class BatchRinger:
             retry_at = self.clock.now_ms() + DB_RETRY_MS
             self._push_back(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
             return
+        if held:
+            self._hold(held, due)
+        elif self._holding:
+            self._holding = False
+            log.info("the broker takes alarms again", extra={"action": "ring_broker_back"})
         self.metrics.heap_size.set(len(self.heap))
         if died and self.on_dead is not None:
             self.on_dead()
+
+    def _hold(self, held: list[RingRow], due: list[Claim]) -> None:
+        """Back to the heap for `BROKER_HOLD_MS`, still pending and claimed, their attempts
+        untouched: the broker could not take them, which is the service's trouble."""
+        again_ms = self.clock.now_ms() + BROKER_HOLD_MS
+        claims = {claim.id: claim for claim in due}
+        self._push_back(
+            claims[row.id]._replace(due_ms=max(claims[row.id].due_ms, again_ms)) for row in held
+        )
+        self.metrics.count(self.metrics.held, [row.application for row in held])
+        if not self._holding:
+            self._holding = True
+            log.warning(
+                "the broker cannot take alarms: %d held, tried again every %d ms",
+                len(held),
+                BROKER_HOLD_MS,
+                extra={"action": "ring_held_for_broker"},
+            )
 
     def _push_back(self, claims: Iterable[Claim]) -> None:
         """Return claims to the heap; the ring loop may sleep past their due time."""
@@ -175,8 +202,9 @@ class BatchRinger:
         routes: dict[str, Route],
         retries: dict[str, RetryPolicy],
         express: bool,
-    ) -> int:
-        """Lock, publish (or hand off) and record `due`; returns how many alarms died."""
+    ) -> tuple[int, list[RingRow]]:
+        """Lock, publish (or hand off) and record `due`; returns how many alarms died, and the
+        rows the broker could not take, to hold."""
         live = tx.lock_live(due)
         lead_before = self.lead.ms
         lead_ms = self.lead.observe(self.clock.now_ms() - since_ms)
@@ -185,8 +213,11 @@ class BatchRinger:
         due_at = {claim.id: claim.due_ms for claim in due}
         gather_ms = self.express_gather_ms if express else self.gather_ms
         rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due, gather_ms)
-        beside = self._few_beside_backlog(rows, publisher)
         expired: list[RingRow] = []
+        held: list[RingRow] = []
+        if not (self.publisher.is_healthy() and self.express_publisher.is_healthy()):
+            rows, expired, held = self._without_broker(rows, routes)
+        beside = self._few_beside_backlog(rows, publisher)
         if all(route.channel == AMQP for route in routes.values()):
             # A row whose cutoff has passed by its moment is not sent (`TimedBatch.too_late`),
             # and is expired only then, even when it will have passed by its moment (a retry
@@ -195,23 +226,48 @@ class BatchRinger:
                 rows, due_at, self.clock, lambda part: self._connections(part, publisher, beside)
             )
         else:
-            sent, expired = self._publish_by_lane(tx, rows, due, due_at, publisher, beside, routes)
+            sent, past = self._publish_by_lane(tx, rows, due, due_at, publisher, beside, routes)
+            expired += past
         confirmed: list[tuple[list[RingRow], int, list[bool]]] = []
         deadline = Deadline(self.publish_timeout_s)
         # The latest first: the earlier ones' confirms have come by then, so this thread
         # wakes once for the batch, not once for each moment.
         for ready, at_ms, pending in reversed(sent):
             flags = pending.wait(deadline.remaining_s())
-            if late := set(pending.too_late):  # not sent: their cutoff passed at the moment
-                expired += [ready[index] for index in sorted(late)]
-                kept = [index for index in range(len(ready)) if index not in late]
+            late = set(pending.too_late)  # not sent: their cutoff passed at the moment
+            refused = set(pending.refused)
+            expired += [ready[index] for index in sorted(late)]
+            # Neither confirmed nor refused: the broker never settled them.
+            told = late | refused
+            held += [ready[i] for i, ok in enumerate(flags) if not ok and i not in told]
+            kept = [i for i, ok in enumerate(flags) if ok or i in refused]
+            if len(kept) < len(ready):
                 ready, flags = [ready[i] for i in kept], [flags[i] for i in kept]
             confirmed.append((ready, pending.sent_at_ms or at_ms, flags))
         confirmed.reverse()
         tx.mark_expired(sorted(row.id for row in expired), self.clock.now_ms())
         recorded = self._record(tx, confirmed, due_at, retries)
         self._count(recorded, [row.application for row in expired])
-        return len(recorded.dead_ids)
+        return len(recorded.dead_ids), held
+
+    def _without_broker(
+        self, rows: list[RingRow], routes: dict[str, Route]
+    ) -> tuple[list[RingRow], list[RingRow], list[RingRow]]:
+        """With the broker out of reach: the rows to ring still (other channels'), the AMQP
+        rows past their cutoff (expired), and the other AMQP rows (held)."""
+        now_ms = self.clock.now_ms()
+        ring: list[RingRow] = []
+        expired: list[RingRow] = []
+        held: list[RingRow] = []
+        for row in rows:
+            route = routes.get(row.application)
+            if route is not None and route.channel != AMQP:
+                ring.append(row)
+            elif past_cutoff(row, now_ms):
+                expired.append(row)
+            else:
+                held.append(row)
+        return ring, expired, held
 
     def _publish_by_lane(
         self,
@@ -332,10 +388,9 @@ class BatchRinger:
                     retries.append((row.id, now_ms + retry.delay_ms(row.retry_times + 1)))
         self.metrics.observe_lateness(lateness_s)
         tx.mark_rung(rung, now_ms)
-        if dead or retries:  # the history's error: all the publisher tells of a failure
-            error = NOT_CONFIRMED if self.publisher.is_healthy() else PUBLISHER_UNAVAILABLE
-            tx.mark_dead(dead, now_ms, error)
-            tx.schedule_retries(retries, now_ms, error)
+        if dead or retries:  # refused by the broker: all the publisher tells of a refusal
+            tx.mark_dead(dead, now_ms, NOT_CONFIRMED)
+            tx.schedule_retries(retries, now_ms, NOT_CONFIRMED)
         return _Recorded(Counter(rung_of), len(retries), dead, Counter(dead_of))
 
     def _retry_for(self, application: str) -> RetryPolicy:

@@ -39,26 +39,31 @@ def report(name: str, text: str) -> None:
     print(f"\n[{name}] {text}")
 
 
-def test_rabbitmq_stopped_for_ten_seconds_delays_alarms_and_loses_none(
+def test_rabbitmq_stopped_for_ten_seconds_spends_no_retry_and_loses_none(
     cluster: Cluster, rabbitmq: RabbitMQ
 ):
+    """A retry budget of about 1 s, and a broker outage of 10 s while 1,000 alarms fall due
+    (and 250 more with a 3 s cutoff): the outage is the service's own, so it spends none of
+    their attempts. None dies; every alarm without a cutoff rings once the broker is back."""
     server = cluster.server(
         "patient",
-        CLOCK_RETRY_BASE_S="0.2",
-        CLOCK_RETRY_CAP_S="1",
-        CLOCK_RETRY_MAX="60",
+        CLOCK_RETRY_BASE_S="0.25",
+        CLOCK_RETRY_CAP_S="0.5",
+        CLOCK_RETRY_MAX="3",
         **ENGINE,
     ).start()
-    # Every fourth alarm may ring at most 3 s late: those due early in the outage expire.
+    # Every fifth alarm may ring at most 3 s late: those due early in the outage expire.
     ids = cluster.create_batch(
-        server, 2_000, spread_ms=4_000, offset_ms=1_000, cutoff_every=4, cutoff_ms=3_000
+        server, 1_250, spread_ms=4_000, offset_ms=1_000, cutoff_every=5, cutoff_ms=3_000
     )
-    assert cluster.collector.wait_for(200, 10), "the server did not start ringing"
+    assert cluster.collector.wait_for(100, 10), "the server did not start ringing"
     with rabbitmq.down():
         stopped_at = now_ms()
         time.sleep(2)
         health = requests.get(server.base_url + "/healthz", timeout=5)
-        assert health.status_code == 503 and health.json()["broker"] == "down"
+        # Degraded, not down: the server still takes and stores alarms.
+        assert health.status_code == 200, health.text
+        assert (health.json()["status"], health.json()["broker"]) == ("degraded", "down")
         time.sleep(8)
         restart_at = now_ms()
     back_at = now_ms()
@@ -73,9 +78,10 @@ def test_rabbitmq_stopped_for_ten_seconds_delays_alarms_and_loses_none(
     # A publish the broker took just as it stopped, unconfirmed, is published again.
     verdict.assert_sound(max_duplicates=IN_FLIGHT)
     assert verdict.statuses["dead"] == 0
+    assert all(row.status == "rung" for row in rows if row.latest_ring_at is None)
     expired = [row for row in rows if row.status == "expired"]
     assert expired, "no cutoff passed during the outage"
-    # Expired only once its own cutoff had passed (a retry may find it so after the outage).
+    # Expired only once its own cutoff had passed.
     too_soon = [
         row
         for row in expired
@@ -87,8 +93,9 @@ def test_rabbitmq_stopped_for_ten_seconds_delays_alarms_and_loses_none(
         for row in rows
         if row.status == "rung" and stopped_at + 500 < row.target_ring_at < back_at - 1_500
     ]
-    assert due_in_outage, "no alarm fell due while the broker was away"
-    assert all(row.retry_times >= 1 for row in due_in_outage), "retries not recorded"
+    assert len(due_in_outage) > 500, "too few alarms fell due while the broker was away"
+    spent = [row for row in due_in_outage if row.retry_times]
+    assert not spent, f"the broker's outage spent attempts: {spent[:5]}"
     assert all(row.rung_at >= restart_at for row in due_in_outage)
     assert server.process is not None and server.process.poll() is None
 
