@@ -163,7 +163,7 @@ class BatchRinger:
             return
         if held:
             self._hold(held, due)
-        elif self._holding:
+        elif self._holding and self.publisher.is_healthy():
             self._holding = False
             log.info("the broker takes alarms again", extra={"action": "ring_broker_back"})
         self.metrics.heap_size.set(len(self.heap))
