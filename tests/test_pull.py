@@ -534,3 +534,29 @@ def test_concurrent_pullers_never_lease_the_same_message(
     every = got[0] + got[1]
     assert len(every) == len(set(every)) == 200
     assert got[0] and got[1]
+
+
+def test_with_the_broker_out_of_reach_pull_alarms_still_ring_and_amqp_ones_wait(
+    harness: Harness,
+):
+    """One batch with both channels' alarms: the broker's outage holds the AMQP alarm, pending
+    with no attempt spent, and hands the pull alarm to pullers at its moment as usual."""
+    h = harness
+    h.publisher.healthy = False
+    pulled_id = h.create("by-pull", NOW + 1_000)
+    body = {"application": "orders", "business_id": "by-amqp", "payload": "p",
+            "target_ring_at": NOW + 1_000}  # fmt: skip
+    created = h.call("POST", "/v1/alarms", ADMIN, json=body)
+    assert created.status_code == 201, created.get_json()
+    h.clock.set(NOW + 1_000)
+    h.step()
+    assert [m["id"] for m in h.pulled()] == [str(pulled_id)]
+    waiting = h.call("GET", "/v1/alarms/orders/by-amqp", ADMIN).get_json()
+    assert (waiting["status"], waiting["retry_times"]) == ("pending", 0)
+    assert h.publisher.published == []
+    h.publisher.healthy = True
+    h.clock.set(NOW + 2_000)
+    h.step()
+    assert [orjson.loads(m.body)["attempt"] for m in h.publisher.published] == [1]
+    rung = h.call("GET", "/v1/alarms/orders/by-amqp", ADMIN).get_json()
+    assert (rung["status"], rung["retry_times"]) == ("rung", 0)
