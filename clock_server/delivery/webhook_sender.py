@@ -15,7 +15,6 @@ still reaches nothing inside. A refused connection is closed before a byte is se
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import math
 import socket
 import threading
@@ -42,10 +41,10 @@ from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util import parse_url
 
 from clock_server.delivery.ports import WebhookOutcome, WebhookRequest
+from clock_server.delivery.retry_after import retry_after_ms
 from clock_server.delivery.targets import forbidden_kind, with_article
 
 MAX_ANSWER_BYTES = 64 * 1024
-MAX_RETRY_AFTER_MS = 3_600_000
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 
 # The longest error text kept from a library's message (a TLS error can be long).
@@ -203,36 +202,6 @@ def _url_host(url: str) -> str:
         return parse_url(url).host or "?"
     except LocationValueError:
         return "?"
-
-
-def retry_after_ms(value: str | None, date: str | None, now_s: float) -> int | None:
-    """A Retry-After header in milliseconds, between 0 and one hour; None when absent or
-    unreadable. An HTTP date counts from the answer's Date header when it has one (so the
-    two clocks need not agree), else from `now_s`."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isascii() and text.isdigit():
-        delay_s = float(text) if len(text) <= 10 else math.inf
-    else:
-        until = _http_date(text)
-        if until is None:
-            return None
-        answered = _http_date(date) if date else None
-        delay_s = until - (answered if answered is not None else now_s)
-    if delay_s * 1000 >= MAX_RETRY_AFTER_MS:
-        return MAX_RETRY_AFTER_MS
-    return max(0, math.ceil(delay_s * 1000))
-
-
-def _http_date(text: str) -> float | None:
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
 
 
 def _answered(response: BaseHTTPResponse) -> WebhookOutcome:
