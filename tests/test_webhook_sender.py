@@ -21,13 +21,10 @@ from standardwebhooks import Webhook
 from clock_client.errors import WebhookVerificationError
 from clock_client.webhooks import verify
 from clock_server.delivery.ports import WebhookOutcome, WebhookRequest
+from clock_server.delivery.retry_after import MAX_RETRY_AFTER_MS, retry_after_ms
 from clock_server.delivery.secrets import new_secret
 from clock_server.delivery.targets import check_target, forbidden_kind
-from clock_server.delivery.webhook_sender import (
-    MAX_RETRY_AFTER_MS,
-    HttpWebhookSender,
-    retry_after_ms,
-)
+from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.errors import ValidationError
 
 SECRET = new_secret()
@@ -233,7 +230,8 @@ def test_a_slow_server_times_out(server, sender):
     started = time.monotonic()
     outcome = sender.send(request(server.url, timeout_s=0.3))
     assert time.monotonic() - started < 1.0
-    assert outcome == WebhookOutcome(False, None, "timed out after 0.3 s", None)
+    error = "timed out after 0.3 s (reading status and headers)"
+    assert outcome == WebhookOutcome(False, None, error, None)
 
 
 def test_a_closed_port_refuses_the_connection(sender):
@@ -273,10 +271,25 @@ def test_sequential_sends_reuse_one_connection(server, sender):
     assert server.connections == 1
 
 
-def test_an_answer_over_64_kib_costs_its_connection(server, sender):
-    server.answer = Answer(body=b"x" * (65 * 1024))
+def test_an_answer_of_64_kib_keeps_its_connection(server, sender):
+    server.answer = Answer(body=b"x" * (64 * 1024))
     assert sender.send(request(server.url)).ok
     assert sender.send(request(server.url)).ok
+    assert server.connections == 1
+
+
+def test_an_answer_over_64_kib_fails_and_costs_its_connection(server, sender):
+    server.answer = Answer(body=b"x" * (64 * 1024 + 1))
+    over = WebhookOutcome(False, None, "answer over 64 KiB", None)
+    assert sender.send(request(server.url)) == over
+    assert sender.send(request(server.url)) == over
+    assert server.connections == 2
+
+
+def test_an_error_answer_over_64_kib_keeps_its_status(server, sender):
+    server.answer = Answer(status=500, body=b"x" * (65 * 1024))
+    assert sender.send(request(server.url)) == WebhookOutcome(False, 500, "HTTP 500", None)
+    assert sender.send(request(server.url)).status == 500
     assert server.connections == 2
 
 

@@ -32,7 +32,7 @@ from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.history import AlarmHistory
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import serve_wsgi, settle
-from tests.webhook_receiver import Answer, Received, Receiver, receiving
+from tests.webhook_receiver import Answer, Received, Receiver, Wire, raw_receiving, receiving
 
 
 def real_now_ms() -> int:
@@ -329,6 +329,64 @@ def test_a_timeout_is_a_failed_attempt_and_the_last_one_makes_it_dead(
     errors = [(e.kind, e.detail.get("error")) for e in events if e.kind != "created"]
     assert errors[0][0] == "attempt_failed" and "timed out" in errors[0][1]
     assert errors[1:] == [("attempt_failed", "HTTP 500"), ("dead", "HTTP 500")]
+
+
+OK_HEAD = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+
+
+def trickled_first(wire: Wire, n: int) -> None:
+    """The first answer's status line a byte every 0.1 s (3.8 s in all); the others at once."""
+    wire.trickle(OK_HEAD, 0.1) if n == 0 else wire.send(OK_HEAD)
+
+
+def test_a_trickled_answer_fails_at_its_deadline_and_is_retried_then_rung_once(
+    harness: Harness,
+):
+    h = harness
+    t0 = h.clock.now_ms()
+    with raw_receiving(trickled_first) as receiver:
+        h.configure("hooks", channel="webhook", webhook_url=receiver.url(), webhook_timeout_s=1)
+        h.create("order-10", target_ring_at=t0 + 1_000)
+        started = time.monotonic()
+        h.ring_at(t0 + 1_000)
+        assert time.monotonic() - started < 1.1 + 0.5  # the call, then recording it
+        after_first = h.alarm("order-10")
+        assert (after_first["status"], after_first["retry_times"]) == ("pending", 1)
+        assert t0 + 1_500 <= after_first["next_try_time"] <= t0 + 2_000  # the 1 s backoff
+        h.ring_at(after_first["next_try_time"] - 1)
+        assert len(receiver.arrivals) == 1  # not before its backoff
+        h.ring_at(after_first["next_try_time"])
+        assert len(receiver.arrivals) == 2
+    alarm = h.alarm("order-10")
+    assert (alarm["status"], alarm["retry_times"]) == ("rung", 1)
+    assert alarm["rung_at"] == after_first["next_try_time"]
+    events = AlarmHistory(h.store).events("hooks", "order-10")
+    assert [(e.kind, e.detail.get("error")) for e in events if e.kind != "created"] == [
+        ("attempt_failed", "timed out after 1 s (reading status and headers)"),
+        ("rung", None),
+    ]
+
+
+def test_a_slow_endpoint_frees_its_only_slot_at_the_deadline(harness: Harness):
+    """With one call in flight at a time, the second alarm's call starts as soon as the
+    first one's deadline passes, not when its trickling answer would have ended."""
+    h = harness
+    t0 = h.clock.now_ms()
+    with raw_receiving(trickled_first) as receiver:
+        h.configure(
+            "hooks",
+            channel="webhook",
+            webhook_url=receiver.url(),
+            webhook_timeout_s=1,
+            webhook_max_in_flight=1,
+        )
+        h.create("order-11", target_ring_at=t0 + 1_000)
+        h.create("order-12", target_ring_at=t0 + 1_000)
+        h.ring_at(t0 + 1_000)
+        first, second = receiver.arrivals
+    assert second - first < 1.1
+    statuses = sorted(h.alarm(key)["status"] for key in ("order-11", "order-12"))
+    assert statuses == ["pending", "rung"]
 
 
 def test_past_its_cutoff_a_retry_is_expired_and_never_sent(harness: Harness):

@@ -13,7 +13,7 @@ class WebhookRequest(NamedTuple):
     message_id: str  # sent as webhook-id, the same on every attempt
     body: bytes  # JSON, UTF-8
     attempt: int  # 1 for the first try; sent as the clock-attempt header
-    timeout_s: float  # connect and read together
+    timeout_s: float  # the call's deadline, from the start of send to the answer's last byte
     max_connections: int  # this application's bound on calls in flight: its pool's size
     sent_at_s: float  # the webhook-timestamp to sign with, epoch seconds from the caller's Clock
 
@@ -21,7 +21,7 @@ class WebhookRequest(NamedTuple):
 class WebhookOutcome(NamedTuple):
     """How one attempt ended."""
 
-    ok: bool  # a 2xx answer arrived within the timeout
+    ok: bool  # a 2xx answer arrived in full, body and all, within the timeout
     status: int | None  # the HTTP status, None when no answer came
     error: str | None  # None when ok; else short and readable: "HTTP 500", "connection refused"
     retry_after_ms: int | None  # a 429's or 503's Retry-After, capped at one hour; else None
@@ -32,10 +32,10 @@ class WebhookSender(Protocol):
 
     def send(self, request: WebhookRequest) -> WebhookOutcome:
         """POST the body once, without retrying or following redirects, and block until the
-        answer's status arrives or the timeout passes. Never raises for network or HTTP
-        trouble: that is an outcome with ok False."""
+        answer has arrived in full or the timeout passes, whichever comes first. Never raises
+        for network or HTTP trouble: that is an outcome with ok False."""
         ...
 
     def close(self) -> None:
-        """Close every pooled connection; later sends fail."""
+        """Close every pooled connection and end the calls in flight; later sends fail."""
         ...

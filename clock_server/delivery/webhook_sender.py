@@ -4,30 +4,34 @@ Each application URL has a connection pool of its own, as large as the applicati
 on calls in flight. The pool blocks instead of opening more connections than that, and a
 connection whose answer was read to the end carries the next request (keep-alive).
 
-A call is one attempt: urllib3 retries nothing and follows no redirect, since the engine
-retries with its own backoff and a redirect could lead anywhere. Unless private addresses
-are allowed, every new connection checks the address it reached (targets.forbidden_kind):
-the check is on the real peer, not on a second lookup of the name, so a name that resolves
-to a public address at configuration time and to an internal one later (DNS rebinding)
-still reaches nothing inside. A refused connection is closed before a byte is sent.
+A call is one attempt: urllib3 retries nothing and follows no redirect (a 3xx is a failed
+attempt), since the engine retries with its own backoff and a redirect could lead anywhere.
+
+A call's timeout is a deadline, from the moment `send` starts: waiting for a free
+connection, connecting (and the TLS handshake), sending, the status line, the headers and
+the whole body must all fit in it. Past it the call's connection is shut down and closed,
+never given back to its pool, and the attempt failed: "timed out after 10 s (reading the
+body)", naming the step it was at. A 2xx counts only when its body was read to its end in
+time. One thread (call_deadline.CallDeadlines) watches every call's deadline; how it reaches
+a call's socket is in webhook_connections.
+
+An answer's body is read and dropped, never kept, and may be at most MAX_ANSWER_BYTES
+(64 KiB): a 2xx whose body is longer, or says so in its Content-Length, is a failed attempt
+("answer over 64 KiB"), at once for a declared length; a longer body of another status costs
+its connection (the attempt failed anyway).
 """
 
 from __future__ import annotations
 
-import contextlib
-import email.utils
 import math
-import socket
 import threading
 import time
 from datetime import UTC, datetime
-from http.client import HTTPException
-from ipaddress import ip_address
+from http.client import BadStatusLine, HTTPException, IncompleteRead, RemoteDisconnected
 
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import EmptyWebhookSecretError
-from urllib3 import BaseHTTPResponse, HTTPConnectionPool, HTTPSConnectionPool, Timeout
-from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3 import BaseHTTPResponse, HTTPConnectionPool
 from urllib3.exceptions import (
     ClosedPoolError,
     EmptyPoolError,
@@ -41,65 +45,27 @@ from urllib3.exceptions import (
 from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util import parse_url
 
+from clock_server.delivery.call_deadline import CLOSED, Call, CallDeadlines
 from clock_server.delivery.ports import WebhookOutcome, WebhookRequest
-from clock_server.delivery.targets import forbidden_kind, with_article
+from clock_server.delivery.retry_after import retry_after_ms
+from clock_server.delivery.webhook_connections import (
+    CURRENT_CALL,
+    POOLS_ANY_ADDRESS,
+    POOLS_PUBLIC_ONLY,
+    RefusedPeer,
+    keep_to_time_left,
+    time_left_s,
+)
 
 MAX_ANSWER_BYTES = 64 * 1024
-MAX_RETRY_AFTER_MS = 3_600_000
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+WAITING = "waiting for a free connection"
+READING_BODY = "reading the body"
+OVER_CAP = f"answer over {MAX_ANSWER_BYTES // 1024} KiB"
 
 # The longest error text kept from a library's message (a TLS error can be long).
 _DETAIL_CHARS = 200
-
-
-class RefusedPeer(NewConnectionError):
-    """A new connection reached a non-public address, and was closed."""
-
-    def __init__(self, conn: HTTPConnection, address: str, kind: str) -> None:
-        self.refusal = f"refused: {address} is {with_article(kind)} address"
-        super().__init__(conn, self.refusal)
-
-
-def _checked_peer(conn: HTTPConnection, sock: socket.socket) -> socket.socket:
-    try:
-        peer = str(sock.getpeername()[0])
-    except OSError as error:
-        sock.close()
-        raise NewConnectionError(conn, f"Failed to establish a new connection: {error}") from error
-    kind = forbidden_kind(ip_address(peer))
-    if kind is not None:
-        sock.close()
-        raise RefusedPeer(conn, peer, kind)
-    return sock
-
-
-class _PublicHTTPConnection(HTTPConnection):
-    def _new_conn(self) -> socket.socket:
-        return _checked_peer(self, super()._new_conn())
-
-
-class _PublicHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        # Checked before the TLS handshake: the wrapping happens after _new_conn returns.
-        return _checked_peer(self, super()._new_conn())
-
-
-class _PublicHTTPConnectionPool(HTTPConnectionPool):
-    ConnectionCls = _PublicHTTPConnection
-
-
-class _PublicHTTPSConnectionPool(HTTPSConnectionPool):
-    ConnectionCls = _PublicHTTPSConnection
-
-
-_POOLS_ANY_ADDRESS: dict[str, type[HTTPConnectionPool]] = {
-    "http": HTTPConnectionPool,
-    "https": HTTPSConnectionPool,
-}
-_POOLS_PUBLIC_ONLY: dict[str, type[HTTPConnectionPool]] = {
-    "http": _PublicHTTPConnectionPool,
-    "https": _PublicHTTPSConnectionPool,
-}
 
 
 class HttpWebhookSender:
@@ -107,14 +73,35 @@ class HttpWebhookSender:
     connection to a loopback, private, link-local or other non-public address is refused."""
 
     def __init__(self, allow_private: bool, user_agent: str = "clock") -> None:
-        self._pool_classes = _POOLS_ANY_ADDRESS if allow_private else _POOLS_PUBLIC_ONLY
+        self._pool_classes = POOLS_ANY_ADDRESS if allow_private else POOLS_PUBLIC_ONLY
         self._user_agent = user_agent
         self._lock = threading.Lock()
         self._pools: dict[str, tuple[int, HTTPConnectionPool]] = {}
+        self._deadlines = CallDeadlines("clock-webhook-deadlines")
         self._closed = False
 
     def send(self, request: WebhookRequest) -> WebhookOutcome:
-        """POST the signed body once (see WebhookSender.send)."""
+        """POST the signed body once (see WebhookSender.send), all within its timeout."""
+        call = self._deadlines.start(request.timeout_s)
+        token = CURRENT_CALL.set(call)
+        try:
+            return self._send(request, call)
+        finally:
+            CURRENT_CALL.reset(token)
+            call.finish()
+
+    def close(self) -> None:
+        """Close every pool's idle connections and end the calls in flight ("sender is
+        closed"), their connections shut down; sends from now on fail the same way."""
+        with self._lock:
+            self._closed = True
+            pools = [pool for _, pool in self._pools.values()]
+            self._pools.clear()
+        for pool in pools:
+            pool.close()
+        self._deadlines.close()
+
+    def _send(self, request: WebhookRequest, call: Call) -> WebhookOutcome:
         try:
             headers = self._headers(request)
         except (ValueError, EmptyWebhookSecretError) as error:
@@ -122,8 +109,9 @@ class HttpWebhookSender:
         try:
             url = parse_url(request.url)
             pool = self._pool(request.url, url.scheme, url.host, url.port, request.max_connections)
-            if pool is None:
+            if pool is None or call.ended_by == CLOSED:
                 return _failed("sender is closed")
+            call.enter(WAITING)
             response = pool.urlopen(
                 "POST",
                 url.request_uri,
@@ -132,27 +120,15 @@ class HttpWebhookSender:
                 retries=False,
                 redirect=False,
                 assert_same_host=False,
-                timeout=Timeout(total=request.timeout_s),
-                pool_timeout=math.ceil(request.timeout_s),
+                timeout=time_left_s(call),  # the connection sets its own, step by step
+                # urllib3 hands it to queue.get, which takes a float.
+                pool_timeout=max(call.left_s(), 0.0),  # type: ignore[arg-type]
                 preload_content=False,
                 decode_content=False,
             )
         except (HTTPError, HTTPException, OSError, ValueError) as error:
-            return _failed(_describe(error, request.timeout_s, _url_host(request.url)))
-        try:
-            return _answered(response)
-        finally:
-            _discard_answer(response)
-
-    def close(self) -> None:
-        """Close every pool's idle connections; a connection in use is closed when its call
-        ends, and sends from now on fail with "sender is closed"."""
-        with self._lock:
-            self._closed = True
-            pools = [pool for _, pool in self._pools.values()]
-            self._pools.clear()
-        for pool in pools:
-            pool.close()
+            return _failed(_describe(error, call, _url_host(request.url)))
+        return _answer(response, call)
 
     def _headers(self, request: WebhookRequest) -> dict[str, str]:
         timestamp = math.floor(request.sent_at_s)
@@ -198,6 +174,42 @@ class HttpWebhookSender:
         return pool
 
 
+def _answer(response: BaseHTTPResponse, call: Call) -> WebhookOutcome:
+    """The outcome of an answer whose status and headers arrived: its body read to the end
+    (or not), and its connection given back to the pool only when it was."""
+    try:
+        body_error = _read_to_end(response, call)
+    finally:
+        if response.connection is not None:  # not at its end: the connection is spent
+            response.close()
+        response.release_conn()
+    if not 200 <= response.status < 300:
+        return _answered(response)
+    if body_error is None and call.ended:
+        body_error = _timed_out(call)  # read to its end, but too late
+    if body_error is not None:
+        return WebhookOutcome(ok=False, status=None, error=body_error, retry_after_ms=None)
+    return WebhookOutcome(ok=True, status=response.status, error=None, retry_after_ms=None)
+
+
+def _read_to_end(response: BaseHTTPResponse, call: Call) -> str | None:
+    """Read and drop the answer's body; None once at its end, else why not."""
+    declared = response.length_remaining
+    if declared is not None and declared > MAX_ANSWER_BYTES:
+        return OVER_CAP
+    call.enter(READING_BODY)
+    keep_to_time_left(response.connection, call)
+    received = 0
+    try:
+        while chunk := response.read(MAX_ANSWER_BYTES + 1 - received, decode_content=False):
+            received += len(chunk)
+            if received > MAX_ANSWER_BYTES:
+                return OVER_CAP
+    except (HTTPError, HTTPException, OSError) as error:
+        return _describe(error, call)
+    return None
+
+
 def _url_host(url: str) -> str:
     try:
         return parse_url(url).host or "?"
@@ -205,40 +217,9 @@ def _url_host(url: str) -> str:
         return "?"
 
 
-def retry_after_ms(value: str | None, date: str | None, now_s: float) -> int | None:
-    """A Retry-After header in milliseconds, between 0 and one hour; None when absent or
-    unreadable. An HTTP date counts from the answer's Date header when it has one (so the
-    two clocks need not agree), else from `now_s`."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isascii() and text.isdigit():
-        delay_s = float(text) if len(text) <= 10 else math.inf
-    else:
-        until = _http_date(text)
-        if until is None:
-            return None
-        answered = _http_date(date) if date else None
-        delay_s = until - (answered if answered is not None else now_s)
-    if delay_s * 1000 >= MAX_RETRY_AFTER_MS:
-        return MAX_RETRY_AFTER_MS
-    return max(0, math.ceil(delay_s * 1000))
-
-
-def _http_date(text: str) -> float | None:
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
-
-
 def _answered(response: BaseHTTPResponse) -> WebhookOutcome:
+    """The outcome of an answer that is not a 2xx."""
     status = response.status
-    if 200 <= status < 300:
-        return WebhookOutcome(ok=True, status=status, error=None, retry_after_ms=None)
     retry_after = None
     if status in RETRY_AFTER_STATUSES:
         headers = response.headers
@@ -248,39 +229,41 @@ def _answered(response: BaseHTTPResponse) -> WebhookOutcome:
     )
 
 
-def _discard_answer(response: BaseHTTPResponse) -> None:
-    """Read and drop the answer's body, up to MAX_ANSWER_BYTES, so that its connection can
-    carry the next request; a longer or broken body costs the connection instead."""
-    with contextlib.suppress(HTTPError, HTTPException, OSError):
-        response.read(MAX_ANSWER_BYTES, decode_content=False)
-    # urllib3 gives the connection back by itself once the body was read to its end.
-    if response.connection is not None:
-        response.close()
-    response.release_conn()
-
-
 def _failed(error: str) -> WebhookOutcome:
     return WebhookOutcome(ok=False, status=None, error=error, retry_after_ms=None)
 
 
-def _describe(error: Exception, timeout_s: float, host: str) -> str:
+def _timed_out(call: Call) -> str:
+    return f"timed out after {call.timeout_s:g} s ({call.step})"
+
+
+def _describe(error: Exception, call: Call, host: str = "?") -> str:
+    """Why a call failed, short and stable: once its deadline passed, whatever the
+    interrupted step raised is a timeout."""
+    inner = _innermost(error)
+    if call.ended_by == CLOSED or isinstance(error, ClosedPoolError):
+        return "sender is closed"
     if isinstance(error, RefusedPeer):
         return error.refusal
     if isinstance(error, NameResolutionError):
         return f"no such host: {host}"
+    if call.ended:
+        return _timed_out(call)
     if isinstance(error, NewConnectionError):
         cause = error.__cause__
         if isinstance(cause, ConnectionRefusedError):
             return "connection refused"
         return f"cannot connect: {_detail(cause or error)}"
-    if isinstance(error, EmptyPoolError):
-        return f"no free connection within {timeout_s:g} s"
-    if isinstance(error, Urllib3TimeoutError):
-        return f"timed out after {timeout_s:g} s"
+    if isinstance(error, (Urllib3TimeoutError, EmptyPoolError)) or isinstance(inner, TimeoutError):
+        return _timed_out(call)
     if isinstance(error, SSLError):
         return f"TLS error: {_detail(error)}"
-    if isinstance(error, ClosedPoolError):
-        return "sender is closed"
+    if isinstance(inner, (RemoteDisconnected, IncompleteRead)):
+        return f"connection lost: {_detail(inner)}"
+    if isinstance(inner, BadStatusLine):
+        return f"invalid answer: bad status line {str(inner).strip()!r}"[:_DETAIL_CHARS]
+    if isinstance(inner, HTTPException):
+        return f"invalid answer: {_detail(inner)}"
     if isinstance(error, ProtocolError):
         return f"connection lost: {_detail(error)}"
     if isinstance(error, LocationValueError):
@@ -288,11 +271,16 @@ def _describe(error: Exception, timeout_s: float, host: str) -> str:
     return f"failed: {_detail(error)}"
 
 
-def _detail(error: BaseException) -> str:
-    """The most specific readable part of an error: urllib3 wraps the error it caught as its
-    last argument."""
+def _innermost(error: BaseException) -> BaseException:
+    """urllib3 wraps the error it caught as its last argument."""
     while error.args and isinstance(error.args[-1], BaseException):
         error = error.args[-1]
+    return error
+
+
+def _detail(error: BaseException) -> str:
+    """The most specific readable part of an error."""
+    error = _innermost(error)
     if isinstance(error, OSError) and error.strerror:
         text = error.strerror
     else:
