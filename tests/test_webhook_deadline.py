@@ -20,6 +20,7 @@ import pytest
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from clock_server.delivery.call_deadline import CLOSED, DEADLINE, CallDeadlines
+from clock_server.delivery.name_lookups import NameLookups
 from clock_server.delivery.ports import WebhookOutcome, WebhookRequest
 from clock_server.delivery.secrets import new_secret
 from clock_server.delivery.webhook_sender import HttpWebhookSender
@@ -227,6 +228,22 @@ def test_a_status_line_trickled_over_tls(sender, tls_server):
 
 
 # --- slots, connections and threads --------------------------------------------------------
+
+
+def test_a_name_lookup_that_never_answers():
+    """getaddrinfo cannot be interrupted: the call stops waiting for it at its deadline."""
+    answered = threading.Event()
+
+    def hanging(*_args: object) -> list[object]:
+        answered.wait(10)
+        return []
+
+    lookups = NameLookups(resolve=hanging)
+    with closing(HttpWebhookSender(allow_private=True, lookups=lookups)) as hung:
+        outcome, took_s = timed_send(hung, "http://hooks.example.com/ring")
+        answered.set()
+    assert took_s < BOUND_S
+    assert outcome == failed("timed out after 1 s (looking up the host)")
 
 
 def test_a_slow_endpoint_never_holds_its_only_slot_past_the_deadline(sender):

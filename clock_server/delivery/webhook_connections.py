@@ -13,8 +13,8 @@ used for it:
   during the TLS handshake (through a duplicate of the socket being wrapped);
 - is let go by its call as it goes back into its pool (`_IdleConnections`, the pools'
   `QueueCls`), before any other call can take it out.
-A host's name lookup is the one step no deadline reaches (getaddrinfo cannot be
-interrupted); a call whose time ran out meanwhile fails before it connects.
+A host's name lookup cannot be interrupted: it runs on the sender's `NameLookups`
+(`CURRENT_LOOKUPS`), and the call waits for it only until its deadline.
 
 Unless private addresses are allowed, every new connection checks the address it reached
 (targets.forbidden_kind): the check is on the real peer, not on a second lookup of the name,
@@ -43,10 +43,13 @@ from urllib3.response import HTTPResponse
 from urllib3.util.connection import allowed_gai_family
 
 from clock_server.delivery.call_deadline import Call
+from clock_server.delivery.name_lookups import LookupTimedOut, NameLookups
 from clock_server.delivery.targets import forbidden_kind, with_article
 
 CURRENT_CALL: ContextVar[Call | None] = ContextVar("clock_webhook_call", default=None)
+CURRENT_LOOKUPS: ContextVar[NameLookups | None] = ContextVar("clock_lookups", default=None)
 
+LOOKING_UP = "looking up the host"
 CONNECTING = "connecting"
 SENDING = "sending the request"
 READING_HEAD = "reading status and headers"
@@ -156,10 +159,20 @@ def _connect_within(conn: HTTPConnection, call: Call) -> socket.socket:
     """urllib3's connect (util.connection.create_connection), each address tried only within
     the time the call has left, and urllib3's errors for what fails."""
     host = conn.host.strip("[]")
+    lookups = CURRENT_LOOKUPS.get()
+    call.enter(LOOKING_UP)
     try:
-        addresses = socket.getaddrinfo(host, conn.port, allowed_gai_family(), socket.SOCK_STREAM)
+        if lookups is None:
+            addresses = socket.getaddrinfo(
+                host, conn.port, allowed_gai_family(), socket.SOCK_STREAM
+            )
+        else:
+            addresses = lookups.addresses(host, conn.port, allowed_gai_family(), call.left_s())
     except socket.gaierror as error:
         raise NameResolutionError(conn.host, conn, error) from error
+    except LookupTimedOut as error:
+        raise ConnectTimeoutError(conn, f"Looking up {conn.host} timed out") from error
+    call.enter(CONNECTING)
     failure: OSError | None = None
     for family, kind, proto, _, address in addresses:
         left_s = call.left_s()

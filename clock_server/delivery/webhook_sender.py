@@ -46,10 +46,12 @@ from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util import parse_url
 
 from clock_server.delivery.call_deadline import CLOSED, Call, CallDeadlines
+from clock_server.delivery.name_lookups import NameLookups
 from clock_server.delivery.ports import WebhookOutcome, WebhookRequest
 from clock_server.delivery.retry_after import retry_after_ms
 from clock_server.delivery.webhook_connections import (
     CURRENT_CALL,
+    CURRENT_LOOKUPS,
     POOLS_ANY_ADDRESS,
     POOLS_PUBLIC_ONLY,
     RefusedPeer,
@@ -72,21 +74,26 @@ class HttpWebhookSender:
     """Sends signed webhooks with urllib3; thread-safe. With `allow_private` False, a
     connection to a loopback, private, link-local or other non-public address is refused."""
 
-    def __init__(self, allow_private: bool, user_agent: str = "clock") -> None:
+    def __init__(
+        self, allow_private: bool, user_agent: str = "clock", lookups: NameLookups | None = None
+    ) -> None:
         self._pool_classes = POOLS_ANY_ADDRESS if allow_private else POOLS_PUBLIC_ONLY
         self._user_agent = user_agent
         self._lock = threading.Lock()
         self._pools: dict[str, tuple[int, HTTPConnectionPool]] = {}
         self._deadlines = CallDeadlines("clock-webhook-deadlines")
+        self._lookups = lookups or NameLookups()
         self._closed = False
 
     def send(self, request: WebhookRequest) -> WebhookOutcome:
         """POST the signed body once (see WebhookSender.send), all within its timeout."""
         call = self._deadlines.start(request.timeout_s)
         token = CURRENT_CALL.set(call)
+        lookups = CURRENT_LOOKUPS.set(self._lookups)
         try:
             return self._send(request, call)
         finally:
+            CURRENT_LOOKUPS.reset(lookups)
             CURRENT_CALL.reset(token)
             call.finish()
 
@@ -100,6 +107,7 @@ class HttpWebhookSender:
         for pool in pools:
             pool.close()
         self._deadlines.close()
+        self._lookups.close()
 
     def _send(self, request: WebhookRequest, call: Call) -> WebhookOutcome:
         try:

@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 # not gather alarms that a cancel would then find delivering.
 QUEUED_PER_SLOT = 4
 # How much longer than its timeout a call's alarm stays marked as delivering (the row's
-# next_try_time); past it the row only says that the call outlived its timeout.
+# next_try_time): the call ends by its deadline, and its answer is recorded after it, in a
+# batch of answers.
 LEASE_MARGIN_MS = 5_000
 
 
