@@ -30,6 +30,8 @@ ENV CLOCK_HOST=0.0.0.0 \
     CLOCK_TOKENS= \
     CLOCK_TOKENS_FILE=
 EXPOSE 8080
-HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz').status == 200 else 1)"
+# /livez: the process and its engine's loops, never the database or the broker (a restart
+# would bring neither back).
+HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/livez').status == 200 else 1)"
 ENTRYPOINT ["clock-server"]
 CMD ["serve"]

@@ -280,10 +280,13 @@ class ClockClient:
         return page_from_json(self._request("GET", "/v1/alarms", params=params))
 
     def health(self) -> dict[str, Any]:
-        """The server's health report, e.g. ``{"status": "ok", "database": "ok", "broker": "ok"}``.
+        """The server's health report (``GET /healthz``), e.g. ``{"status": "ok", "database":
+        "ok", "broker": "ok", "channels": {"amqp": "ok"}}``.
 
-        A 503 whose body is a health report is returned too (the failing part says
-        ``"down"``), so check ``["status"] == "ok"``; other failures raise.
+        ``"status"`` is ``"ok"``; ``"degraded"`` (a 200) while the broker or a channel is
+        down, when alarms are still taken and kept; or ``"unavailable"`` (a 503, returned
+        too) while the database is down. The failing part says ``"down"``; other failures
+        raise.
         """
         try:
             return self._request("GET", "/healthz")

@@ -71,6 +71,7 @@ class Settings:
     list_max_limit: int = 1_000
     db_pool_size: int = 20
     shutdown_timeout_s: float = 10.0
+    loop_stall_s: float = 60.0  # /livez: see loop_stall_ms
     log_level: str = "INFO"
     instance_id: str = field(default_factory=_default_instance_id)
     tokens: str = field(default="", repr=False)  # see clock_server/api/tokens.py for the format
@@ -112,6 +113,7 @@ class Settings:
             "list_max_limit",
             "db_pool_size",
             "shutdown_timeout_s",
+            "loop_stall_s",
             "application_refresh_s",
             "retention_days",
             "purge_interval_s",
@@ -200,6 +202,13 @@ class Settings:
     @property
     def lease_ms(self) -> int:
         return int(self.lease_s * 1000)
+
+    @property
+    def loop_stall_ms(self) -> int:
+        """How long /livez lets a loop go past its beat: CLOCK_LOOP_STALL_S, and never less
+        than twice CLOCK_PUBLISH_TIMEOUT_S, so that a step that waits out a publish beside a
+        slow database is not taken for a stall."""
+        return int(max(self.loop_stall_s, 2 * self.publish_timeout_s) * 1000)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:

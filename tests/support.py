@@ -202,14 +202,21 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"clock-server exited: {self.log_path.read_text()[-2000:]}")
             try:
-                if requests.get(self.base_url + "/healthz", timeout=1).status_code == 200:
+                if self._ready():
                     return self
-            except requests.RequestException:
+            except (requests.RequestException, ValueError):
                 pass
             time.sleep(0.05)
         raise RuntimeError(
             f"clock-server did not become healthy: {self.log_path.read_text()[-2000:]}"
         )
+
+    def _ready(self) -> bool:
+        """It takes alarms (/readyz) and, when it runs an engine, has its broker connection
+        (/healthz no longer degraded): the tests create alarms due at once."""
+        if requests.get(self.base_url + "/readyz", timeout=1).status_code != 200:
+            return False
+        return bool(requests.get(self.base_url + "/healthz", timeout=1).json()["status"] == "ok")
 
     def kill(self) -> None:
         assert self.process is not None

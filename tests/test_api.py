@@ -20,7 +20,9 @@ from clock_server.api import Services, create_app
 from clock_server.metrics import Metrics
 from clock_server.model import MAX_EPOCH_MS
 from clock_server.settings import Settings
+from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
+from clock_server.store.db import make_engine
 
 NOW = 1_700_000_000_000  # SettableClock's start; asserted in test_fake_clock_start
 MINUTE = 60_000
@@ -30,6 +32,7 @@ ALARM_KEYS = {
     "ring_after_count", "count",
 }  # fmt: skip
 _ANY = object()
+PROBES = ("/livez", "/readyz", "/healthz")
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -1028,20 +1031,34 @@ def test_list_bad_cursor_is_400(api, cursor: str) -> None:
     assert_error(response, 400, "validation_error", "cursor")
 
 
-# --- /healthz, /metrics --------------------------------------------------------------------
+# --- /healthz, /metrics (every probe and state: test_health.py) -----------------------------
 
 
 def test_healthz_ok(api) -> None:
+    create(api)  # registers "app", on the amqp channel
     response = api.client.get("/healthz")
     assert response.status_code == 200
-    assert response.get_json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert response.get_json() == {
+        "status": "ok",
+        "database": "ok",
+        "broker": "ok",
+        "channels": {"amqp": "ok"},
+    }
 
 
-def test_healthz_broker_down_is_503(api) -> None:
+def test_healthz_broker_down_is_200_degraded(api) -> None:
+    """The server still takes and keeps alarms: nothing an orchestrator should restart."""
+    create(api)
     api.publisher.healthy = False
     response = api.client.get("/healthz")
-    assert response.status_code == 503
-    assert response.get_json() == {"status": "unavailable", "database": "ok", "broker": "down"}
+    assert response.status_code == 200
+    assert response.get_json() == {
+        "status": "degraded",
+        "database": "ok",
+        "broker": "down",
+        "channels": {"amqp": "down"},
+    }
+    assert post(api, body(business_id="during-the-outage")).status_code == 201
 
 
 def test_metrics(api) -> None:
@@ -1246,7 +1263,7 @@ def test_openapi_is_a_3_1_document_with_valid_schemas(api) -> None:
 def _served_routes(api) -> dict[str, set[str]]:  # type: ignore[no-untyped-def]
     routes: dict[str, set[str]] = {}
     for rule in api.client.application.url_map.iter_rules():
-        if not (rule.rule.startswith("/v1/") or rule.rule == "/healthz"):
+        if not (rule.rule.startswith("/v1/") or rule.rule in PROBES):
             continue
         template = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
         methods = {m.lower() for m in rule.methods or ()} - {"head", "options"}
@@ -1273,7 +1290,7 @@ def test_openapi_documents_every_route_the_app_serves(api) -> None:
         "/v1/applications/{application}/ack",
         "/v1/overview",
         "/v1/whoami",
-        "/healthz",
+        *PROBES,
     }
     documented = {
         path: {m for m in item if m != "parameters"} for path, item in document["paths"].items()
@@ -1335,7 +1352,34 @@ def test_real_responses_validate_against_the_openapi_schemas(api) -> None:
     check.response(one, "GET", c.get("/v1/alarms/app/rung"))
     check.response(one, "DELETE", c.delete("/v1/alarms/app/rung"))  # 409 with status
 
-    assert {"200", "503"} <= set(check.document["paths"]["/healthz"]["get"]["responses"])
+    for probe in PROBES:
+        assert {"200", "503"} <= set(check.document["paths"][probe]["get"]["responses"])
+        check.response(probe, "GET", c.get(probe))  # 200
+    api.publisher.healthy = False
+    check.response("/healthz", "GET", c.get("/healthz"))  # 200 degraded
+
+
+def test_the_probes_503_answers_validate_against_the_openapi_schemas(api) -> None:
+    check = OpenApiChecker(_openapi(api))
+    unreachable = AlarmStore(make_engine("mysql+pymysql://root@127.0.0.1:1/none", pool_size=1))
+    stalled = {"clock-ring": api.clock.now_ms() - 3_600_000}
+    services = Services(Settings(), unreachable, api.clock, Metrics(), loops=StaticLoops(stalled))
+    client = create_app(services).test_client()
+    try:
+        for probe in PROBES:
+            response = client.get(probe)
+            assert response.status_code == 503, probe
+            check.response(probe, "GET", response)
+    finally:
+        unreachable.close()
+
+
+class StaticLoops:
+    def __init__(self, beats: dict[str, int | None]) -> None:
+        self.beats = beats
+
+    def loop_beats(self) -> dict[str, int | None]:
+        return self.beats
 
 
 @pytest.mark.parametrize("unit", list(UNITS.values())[1:], ids=list(UNITS)[1:])

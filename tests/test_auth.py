@@ -315,7 +315,7 @@ def test_the_scheme_is_case_insensitive(auth_api: AuthApi, scheme: str) -> None:
     assert response.status_code == 200
 
 
-@pytest.mark.parametrize("url", ["/healthz", "/metrics", "/openapi.json"])
+@pytest.mark.parametrize("url", ["/livez", "/readyz", "/healthz", "/metrics", "/openapi.json"])
 def test_open_endpoints_need_no_token(auth_api: AuthApi, url: str) -> None:
     assert auth_api.client.get(url).status_code == 200
     assert auth_api.client.get(url, headers={"Authorization": "Bearer wrong"}).status_code == 200
@@ -452,7 +452,8 @@ def test_401_and_403_answers_conform_to_the_document(auth_api: AuthApi) -> None:
         "scheme": "bearer",
     }
     assert document["security"] == [{"bearer": []}]
-    assert document["paths"]["/healthz"]["get"]["security"] == []
+    for probe in ("/livez", "/readyz", "/healthz"):
+        assert document["paths"][probe]["get"]["security"] == []
     for template, item in document["paths"].items():
         for method, operation in item.items():
             if method == "parameters" or not template.startswith("/v1/"):

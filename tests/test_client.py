@@ -470,6 +470,20 @@ def test_health_returns_the_report_also_when_503(
     assert client.health() == down
 
 
+def test_health_returns_a_degraded_report(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    degraded = {
+        "status": "degraded",
+        "database": "ok",
+        "broker": "down",
+        "channels": {"amqp": "down", "webhook": "ok"},
+    }
+    canned.reply(200, degraded)
+    assert make_client(canned.base_url, retries=0).health() == degraded
+    assert [request.path for request in canned.requests] == ["/healthz"]
+
+
 # --- applications, canned ------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 """deploy/: the Prometheus alert rules pass promtool and their unit tests, and the rules and the
-Grafana dashboard query only metrics the service exposes."""
+Grafana dashboard query only metrics the service exposes; the Kubernetes example and the
+image's health check probe paths the app serves."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
+from clock_server.api import Services, create_app
 from clock_server.metrics import Metrics
+from clock_server.settings import Settings
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.db import make_engine
+from clock_server.timesource import SystemClock
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "deploy" / "prometheus" / "clock-alerts.yml"
@@ -195,3 +201,64 @@ def test_the_dashboard_queries_parse(tmp_path: Path) -> None:
 )
 def test_metric_names_reads_promql(expr: str, names: set[str]) -> None:
     assert metric_names(expr) == names
+
+
+# --- Kubernetes and Docker ---------------------------------------------------------------------
+
+KUBERNETES = ROOT / "deploy" / "kubernetes" / "clock.yaml"
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def served_paths() -> set[str]:
+    """The paths the app serves (building it connects to nothing)."""
+    services = Services(Settings(), AlarmStore(make_engine("sqlite://")), SystemClock(), Metrics())
+    return {rule.rule for rule in create_app(services).url_map.iter_rules()}
+
+
+def kubernetes_objects() -> dict[str, dict[str, Any]]:
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(KUBERNETES.read_text()) if doc}
+
+
+def server_container() -> dict[str, Any]:
+    (container,) = kubernetes_objects()["Deployment"]["spec"]["template"]["spec"]["containers"]
+    return container  # type: ignore[no-any-return]
+
+
+def test_the_kubernetes_example_probes_paths_the_app_serves() -> None:
+    container = server_container()
+    probes = {kind: container[kind]["httpGet"] for kind in ("startupProbe", "livenessProbe",
+              "readinessProbe")}  # fmt: skip
+    assert probes["livenessProbe"]["path"] == "/livez"
+    assert probes["readinessProbe"]["path"] == "/readyz"
+    assert {probe["path"] for probe in probes.values()} <= served_paths()
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    env = {item["name"]: item for item in container["env"]}
+    for probe in probes.values():
+        assert ports[probe["port"]] == int(env["CLOCK_PORT"]["value"])
+    assert env["CLOCK_HOST"]["value"] == "0.0.0.0"
+
+
+def test_the_kubernetes_example_takes_its_secrets_from_a_secret() -> None:
+    env = {item["name"]: item for item in server_container()["env"]}
+    for name in ("CLOCK_DATABASE_URL", "CLOCK_AMQP_URL", "CLOCK_TOKENS"):
+        assert set(env[name]) == {"name", "valueFrom"}, name
+        assert env[name]["valueFrom"]["secretKeyRef"]["name"] == "clock"
+    Settings.from_env({name: item["value"] for name, item in env.items() if "value" in item})
+
+
+def test_the_kubernetes_example_gives_the_shutdown_its_time() -> None:
+    objects = kubernetes_objects()
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] > Settings().shutdown_timeout_s + 1
+    selector = objects["Deployment"]["spec"]["selector"]["matchLabels"]
+    assert objects["Service"]["spec"]["selector"] == selector
+    (migrate,) = objects["Job"]["spec"]["template"]["spec"]["containers"]
+    assert migrate["args"] == ["migrate"]
+
+
+def test_the_image_checks_its_health_by_livez() -> None:
+    (healthcheck,) = [line for line in DOCKERFILE.read_text().splitlines()
+                      if line.startswith("HEALTHCHECK")]  # fmt: skip
+    paths = set(re.findall(r"http://127\.0\.0\.1:8080(/\w+)", healthcheck))
+    assert paths == {"/livez"}
+    assert paths <= served_paths()

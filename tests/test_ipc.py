@@ -1,4 +1,4 @@
-"""Wake-ups over the pipe between processes, and the broker status file."""
+"""Wake-ups over the pipe between processes, and the engine process's status file."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from clock_server.runtime.ipc import BrokerStatusFile, NotifyListener, PipeNotifier
+from clock_server.runtime.ipc import (
+    STATUS_LOOP,
+    STATUS_MAX_AGE_MS,
+    EngineStatusFile,
+    NotifyListener,
+    PipeNotifier,
+)
 from clock_server.testing import SettableClock
 
 NOW_MS = 1_700_000_000_000
@@ -76,14 +82,29 @@ def test_a_full_pipe_drops_the_wake_up_instead_of_blocking():
     os.close(write_fd)
 
 
-def test_broker_status_file(tmp_path: Path):
-    status = BrokerStatusFile(tmp_path / "broker")
+def test_the_status_file_tells_the_broker_while_it_is_fresh(tmp_path: Path):
+    clock = SettableClock(NOW_MS)
+    status = EngineStatusFile(tmp_path / "status", clock)
     assert not status.is_healthy()  # no report yet
-    status.write(True)
+    status.write(True, {})
     assert status.is_healthy()
-    status.write(False)
+    status.write(False, {})
     assert not status.is_healthy()
-    status.write(True)
-    stale = time.time() - 60
-    os.utime(status.path, (stale, stale))
+    status.write(True, {})
+    clock.advance(STATUS_MAX_AGE_MS - 1)
+    assert status.is_healthy()
+    clock.advance(1)
     assert not status.is_healthy()  # the engine process stopped reporting
+
+
+def test_the_status_file_carries_the_loops_and_its_own_time(tmp_path: Path):
+    clock = SettableClock(NOW_MS)
+    status = EngineStatusFile(tmp_path / "status", clock)
+    assert status.loop_beats() == {STATUS_LOOP: None}  # nothing written: never seen well
+    status.write(True, {"clock-ring": NOW_MS + 1_000, "clock-preload": None})
+    clock.advance(300)
+    assert status.loop_beats() == {
+        STATUS_LOOP: NOW_MS, "clock-ring": NOW_MS + 1_000, "clock-preload": None}  # fmt: skip
+    status.path.write_text("half a wri")
+    assert status.loop_beats() == {STATUS_LOOP: None}
+    assert not status.is_healthy()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from clock_server.engine.loop import Waker
+from clock_server.engine.loop import StepLoop, Waker
 from clock_server.testing import SettableClock
 
 
@@ -75,3 +75,38 @@ def test_a_wake_during_the_step_skips_the_next_wait(fake_clock):
     thread = waiting(waker, fake_clock, 1.0)
     waker.wake()
     assert ended(thread)
+
+
+def test_a_loop_is_known_well_from_each_step_until_the_end_of_each_wait(fake_clock):
+    in_step, leave_step = threading.Event(), threading.Event()
+    waits = iter([2.5, None])
+
+    def step() -> float | None:
+        in_step.set()
+        assert leave_step.wait(5)
+        leave_step.clear()
+        return next(waits, 0.0)
+
+    loop = StepLoop("test-beat", step, Waker(fake_clock), idle_s=7.0)
+    assert loop.beat_ms is None  # not started
+    start = fake_clock.now_ms()
+    loop.start()
+    try:
+        assert in_step.wait(5)
+        assert loop.beat_ms == start  # in its first step
+        fake_clock.advance(60_000)  # a long step leaves the beat behind
+        assert loop.beat_ms == start
+        in_step.clear()
+        leave_step.set()
+        fake_clock.wait_for_waiters(1)
+        assert loop.beat_ms == start + 60_000 + 2_500  # the end of the wait it is in
+        fake_clock.advance(2_500)
+        assert in_step.wait(5)
+        in_step.clear()
+        leave_step.set()  # it returns None: it idles for idle_s
+        fake_clock.wait_for_waiters(1)
+        assert loop.beat_ms == start + 62_500 + 7_000
+    finally:
+        loop.stop()
+        leave_step.set()
+        assert loop.join(5)

@@ -54,6 +54,19 @@ def test_an_alarm_created_over_http_arrives_on_time(cluster: Cluster, web_proces
     assert delivery.received_ms >= target
 
 
+@pytest.mark.parametrize("web_processes", ["1", "2"])
+def test_the_probes_see_the_engines_loops_from_every_process(cluster: Cluster, web_processes: str):
+    server = cluster.server("probed", CLOCK_WEB_PROCESSES=web_processes).start()
+    loops = {"clock-preload", "clock-ring", "clock-liveness", "clock-dead-letters"}
+    loops |= {"clock-webhook-answers"} | ({"engine-status"} if web_processes == "2" else set())
+    for _ in range(4):  # connections spread over the web processes
+        live = requests.get(server.base_url + "/livez", timeout=5)
+        assert live.status_code == 200, live.text
+        assert live.json()["loops"] == dict.fromkeys(loops, "ok")
+        ready = requests.get(server.base_url + "/readyz", timeout=5)
+        assert ready.json() == {"status": "ok", "database": "ok"}
+
+
 def test_two_servers_share_the_work_without_double_rings(cluster: Cluster):
     a, b = cluster.server("a").start(), cluster.server("b").start()
     ids = cluster.create_batch(a, 2_000, spread_ms=1_500, offset_ms=500)

@@ -32,11 +32,18 @@ def test_the_defaults_are_valid():
         ({"heartbeat_s": 1.5, "engine_dead_after_s": 2.9}, "CLOCK_ENGINE_DEAD_AFTER_S"),
         ({"lease_s": 2.0, "preload_window_s": 1.0}, "CLOCK_LEASE_S"),
         ({"payload_max_bytes": PAYLOAD_LIMIT_BYTES}, "CLOCK_BATCH_MAX_BYTES"),
+        ({"loop_stall_s": 0}, "CLOCK_LOOP_STALL_S"),
     ],
 )
 def test_impossible_values_are_refused_by_name(changes: dict, variable: str):
     with pytest.raises(ConfigError, match=variable):
         Settings(**changes)
+
+
+def test_a_loop_may_stall_no_less_than_twice_the_publish_timeout():
+    assert Settings().loop_stall_ms == 60_000
+    assert Settings(loop_stall_s=5).loop_stall_ms == 20_000  # publish timeout 10 s
+    assert Settings(loop_stall_s=5, publish_timeout_s=60).loop_stall_ms == 120_000
 
 
 def test_the_largest_payload_setting_is_accepted_with_a_batch_limit_that_holds_it():

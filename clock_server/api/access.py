@@ -3,8 +3,8 @@
 With no token configured every request passes. Otherwise every /v1 request needs
 ``Authorization: Bearer <token>`` (401 without a valid one), and each route asks
 `authorize(application)` before it touches an alarm (403 for an application the token does
-not cover). /healthz, /metrics and /openapi.json stay open. Tokens are never logged: only
-the grant's label (where the token was configured) is.
+not cover). The probes (/livez, /readyz, /healthz), /metrics and /openapi.json stay open.
+Tokens are never logged: only the grant's label (where the token was configured) is.
 """
 
 from __future__ import annotations

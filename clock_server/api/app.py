@@ -16,6 +16,7 @@ from clock_server.api.action_routes import actions
 from clock_server.api.application_routes import applications
 from clock_server.api.console.overview_routes import overview
 from clock_server.api.console.pages import console
+from clock_server.api.health_routes import health
 from clock_server.api.http_errors import clock_error, http_error, unexpected_error
 from clock_server.api.pull_routes import pulls
 from clock_server.api.routes import api
@@ -24,8 +25,8 @@ from clock_server.errors import ClockError
 
 
 def create_app(services: Services) -> Flask:
-    """A Flask app serving /v1, /healthz, /metrics, /openapi.json and /console over
-    `services`."""
+    """A Flask app serving /v1, /livez, /readyz, /healthz, /metrics, /openapi.json and
+    /console over `services`."""
     app = Flask("clock_server")
     app.json = OrjsonProvider(app)
     app.extensions["clock"] = services
@@ -35,6 +36,7 @@ def create_app(services: Services) -> Flask:
     app.url_map.converters["path"] = _AnyPath
     app.before_request(authenticate)  # 401 for /v1 without a valid token, when tokens are set
     app.register_blueprint(api)
+    app.register_blueprint(health)
     app.register_blueprint(applications)
     app.register_blueprint(actions)
     app.register_blueprint(overview)

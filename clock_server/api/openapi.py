@@ -7,6 +7,7 @@ from typing import Any
 
 from clock_server import __version__
 from clock_server.api.application_validation import ApplicationSettings
+from clock_server.api.health_openapi import health_paths
 from clock_server.api.overview_openapi import overview_path
 from clock_server.api.pull_openapi import pull_paths
 from clock_server.api.validation import CreateAlarm, UpdateAlarm
@@ -118,16 +119,6 @@ _ERROR = {
                 "status": {"type": "string", "enum": list(STATUSES)},
             },
         }
-    },
-}
-
-_HEALTH = {
-    "type": "object",
-    "required": ["status", "database", "broker"],
-    "properties": {
-        "status": {"type": "string", "enum": ["ok", "unavailable"]},
-        "database": {"type": "string", "enum": ["ok", "down"]},
-        "broker": {"type": "string", "enum": ["ok", "down", "disabled"]},
     },
 }
 
@@ -719,17 +710,8 @@ def openapi_document() -> dict[str, Any]:
                 },
             },
         },
-        "/healthz": {
-            "get": {
-                "summary": "Database and broker reachability",
-                "security": [],  # open, also when tokens are configured
-                "responses": {
-                    "200": {"description": "healthy", **_json(_HEALTH)},
-                    "503": {"description": "a part is down", **_json(_HEALTH)},
-                },
-            }
-        },
     }
+    paths.update(health_paths())
     paths.update(_action_paths())
     paths["/v1/alarms/{application}/{business_id}/count"] = _count_path()
     paths["/v1/overview"] = overview_path(_admin_errors(401, 403, 503))

@@ -1,4 +1,4 @@
-"""The /v1 alarm endpoints, /healthz, /metrics and /openapi.json."""
+"""The /v1 alarm endpoints, /metrics and /openapi.json; the probes are in health_routes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from clock_server.api.health_gauges import record_health
 from clock_server.api.http_errors import error_body, status_for
 from clock_server.api.openapi import openapi_document
 from clock_server.api.services import Services
-from clock_server.errors import ClockError, PayloadTooLarge, Unavailable
+from clock_server.errors import ClockError, PayloadTooLarge
 from clock_server.metrics import EXPOSITION_CONTENT_TYPE, exposition
 from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
@@ -171,22 +171,6 @@ def whoami() -> Response:
         return jsonify({"authenticated": False, "applications": "*", "read_only": False})
     apps = "*" if grant.applications is None else sorted(grant.applications)
     return jsonify({"authenticated": True, "applications": apps, "read_only": grant.read_only})
-
-
-@api.get("/healthz")
-def healthz() -> tuple[Response, int]:
-    svc = services()
-    try:
-        svc.store.ping()
-        database = "ok"
-    except Unavailable:
-        database = "down"
-    broker = "disabled"
-    if svc.publisher is not None:
-        broker = "ok" if svc.publisher.is_healthy() else "down"
-    healthy = database == "ok" and broker != "down"
-    body = {"status": "ok" if healthy else "unavailable", "database": database, "broker": broker}
-    return jsonify(body), 200 if healthy else 503
 
 
 @api.get("/metrics")

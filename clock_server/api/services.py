@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -35,6 +35,13 @@ class HealthSource(Protocol):
     """Where /healthz learns whether the broker is reachable."""
 
     def is_healthy(self) -> bool: ...
+
+
+class LoopSource(Protocol):
+    """Where /livez learns until when each of the engine's loops is known to be well: epoch ms
+    by loop name, None for a loop never seen well."""
+
+    def loop_beats(self) -> Mapping[str, int | None]: ...
 
 
 PENDING_COUNTS_MS = 30_000
@@ -71,6 +78,7 @@ class Services:
     engine: DueNotifier | None = None  # None when this process runs no engine
     publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
     tokens: TokenTable = field(default_factory=TokenTable)  # empty: authentication is off
+    loops: LoopSource | None = None  # the engine's loops, here or in the engine process
     single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
     history: AlarmHistory = field(init=False)  # each alarm's events
     interventions: AlarmInterventions = field(init=False)  # re-drive, bulk actions

@@ -202,6 +202,13 @@ class AlarmEngine:
         self._started = True
         log.info("engine %s started", self.settings.instance_id, extra={"action": "engine_started"})
 
+    def loop_beats(self) -> dict[str, int | None]:
+        """Until when each loop is known to be well (`StepLoop.beat_ms`), by its thread's
+        name, for /livez; empty unless the engine runs (between start() and stop())."""
+        if not self._started:
+            return {}
+        return {loop.name: loop.beat_ms for loop in self._loops}
+
     def notify_due(self, due_ms: int) -> None:
         """An alarm was written that falls due at `due_ms`: if the next regular preload pass
         might come too late for it, make sure a pass starts by WAKE_MARGIN_MS before it is

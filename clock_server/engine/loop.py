@@ -17,7 +17,7 @@ class Waker:
     and that a wake_by() during the step or the wait ends the wait by then."""
 
     def __init__(self, clock: Clock) -> None:
-        self._clock = clock
+        self.clock = clock
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._woken = False
@@ -46,20 +46,31 @@ class Waker:
             self._event.clear()
 
     def wait(self, timeout_s: float) -> None:
-        until_ms = self._clock.now_ms() + max(int(timeout_s * 1000), 1)
+        until_ms = self.clock.now_ms() + wait_ms(timeout_s)
         while True:
-            now_ms = self._clock.now_ms()
+            now_ms = self.clock.now_ms()
             with self._lock:
                 if self._woken or (self._by_ms is not None and self._by_ms <= now_ms):
                     return
                 end_ms = until_ms if self._by_ms is None else min(until_ms, self._by_ms)
                 self._event.clear()  # set again by a wake or wake_by from here on
-            if end_ms <= now_ms or not self._clock.wait(self._event, end_ms - now_ms):
+            if end_ms <= now_ms or not self.clock.wait(self._event, end_ms - now_ms):
                 return
 
 
+def wait_ms(timeout_s: float) -> int:
+    """How long a wait of `timeout_s` lasts at most, in whole ms (at least one)."""
+    return max(int(timeout_s * 1000), 1)
+
+
 class StepLoop:
-    """Runs `step` in a thread; `step` returns seconds to wait, 0 to go again, None to idle."""
+    """Runs `step` in a thread; `step` returns seconds to wait, 0 to go again, None to idle.
+
+    `beat_ms` says until when the loop is known to be well, for /livez: the moment its latest
+    step started, or, while it waits, the end that wait will have at the latest. A loop that
+    sleeps long while nothing is due is so never taken for a stalled one; a step that has not
+    returned, or a thread that ended, leaves the beat behind as time goes on.
+    """
 
     def __init__(
         self,
@@ -76,8 +87,15 @@ class StepLoop:
         self.error_pause_s = error_pause_s
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._beat_ms: int | None = None
+
+    @property
+    def beat_ms(self) -> int | None:
+        """Until when the loop is known to be well (see the class); None before start()."""
+        return self._beat_ms
 
     def start(self) -> None:
+        self._beat_ms = self.waker.clock.now_ms()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
@@ -94,7 +112,9 @@ class StepLoop:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
+        clock = self.waker.clock
         while not self._stopping.is_set():
+            self._beat_ms = clock.now_ms()
             self.waker.arm()
             try:
                 wait_s = self.step()
@@ -107,4 +127,5 @@ class StepLoop:
             if wait_s is None:
                 wait_s = self.idle_s
             if wait_s > 0 and not self._stopping.is_set():
+                self._beat_ms = clock.now_ms() + wait_ms(wait_s)
                 self.waker.wait(wait_s)

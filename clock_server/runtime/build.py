@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from clock_server.api import Services, create_app
-from clock_server.api.services import DueNotifier, HealthSource
+from clock_server.api.services import DueNotifier, HealthSource, LoopSource
 from clock_server.api.tokens import TokenTable, load_tokens
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
@@ -127,7 +127,9 @@ def build(
         )
     if serve_http:
         assert tokens is not None
-        services = Services(settings, store, clock, metrics, engine, publisher, tokens)
+        services = Services(
+            settings, store, clock, metrics, engine, publisher, tokens, loops=engine
+        )
         app = create_app(services)
     purge = RetentionPurge(
         SqlFinishedAlarmPurger(store),
@@ -161,10 +163,16 @@ def dead_letter_relay(
 
 
 def build_web(
-    settings: Settings, notifier: DueNotifier, broker: HealthSource
+    settings: Settings,
+    notifier: DueNotifier,
+    broker: HealthSource,
+    loops: LoopSource | None = None,
 ) -> tuple[WsgiApp, AlarmStore]:
-    """The HTTP side alone, for a web worker process: its own pool, the engine elsewhere."""
+    """The HTTP side alone, for a web worker process: its own pool, the engine elsewhere
+    (`broker` and `loops` say how it is; no `loops`: /livez answers for this process alone)."""
     tokens = load_tokens(settings.tokens, settings.tokens_file)
     store = AlarmStore(make_engine(settings.database_url, settings.db_pool_size))
-    services = Services(settings, store, SystemClock(), Metrics(), notifier, broker, tokens)
+    services = Services(
+        settings, store, SystemClock(), Metrics(), notifier, broker, tokens, loops=loops
+    )
     return create_app(services), store

@@ -1,23 +1,27 @@
 """How web worker processes talk to the engine process: due-time wake-ups over a pipe, and the
-broker's health through a small status file."""
+broker's health and the engine's loops through a small status file."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import struct
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
 
 _DUE = struct.Struct("<q")
-STATUS_MAX_AGE_S = 5.0
+STATUS_MAX_AGE_MS = 5_000  # the broker's health older than this counts as down
+# The status file's own entry among the loops of /livez: the engine process's loop that
+# refreshes it twice a second.
+STATUS_LOOP = "engine-status"
 
 
 class PipeNotifier:
@@ -73,21 +77,40 @@ class NotifyListener:
                 pending = pending[whole:]
 
 
-class BrokerStatusFile:
-    """Engine side writes the publisher's health; workers read it for /healthz."""
+class EngineStatusFile:
+    """The engine process writes what the web workers cannot see themselves: the broker's
+    health, for /healthz, and until when each engine loop is known to be well, for /livez.
+    Each write replaces the file whole, stamped with the time it was written."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Clock) -> None:
         self.path = path
+        self.clock = clock
 
-    def write(self, healthy: bool) -> None:
+    def write(self, healthy: bool, loops: Mapping[str, int | None]) -> None:
+        status = {"broker": "ok" if healthy else "down", "written_ms": self.clock.now_ms()}
         temporary = self.path.with_suffix(".tmp")
-        temporary.write_text("ok" if healthy else "down")
+        temporary.write_text(json.dumps({**status, "loops": dict(loops)}))
         os.replace(temporary, self.path)
 
     def is_healthy(self) -> bool:
         """True when the engine process reported a healthy broker within the last seconds."""
-        try:
-            fresh = time.time() - self.path.stat().st_mtime < STATUS_MAX_AGE_S
-            return fresh and self.path.read_text() == "ok"
-        except OSError:
+        status = self._read()
+        if status is None or status.get("broker") != "ok":
             return False
+        return bool(self.clock.now_ms() - status["written_ms"] < STATUS_MAX_AGE_MS)
+
+    def loop_beats(self) -> dict[str, int | None]:
+        """The engine's loops as last written, and the file's own write time as the loop
+        STATUS_LOOP (None when there is no readable file): a file that is not refreshed
+        any more says the engine process is stuck or gone."""
+        status = self._read()
+        if status is None:
+            return {STATUS_LOOP: None}
+        return {STATUS_LOOP: status["written_ms"], **status["loops"]}
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            status = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        return status if isinstance(status, dict) and "written_ms" in status else None

@@ -5,7 +5,7 @@ thread and one process serves about a thousand creates a second. With CLOCK_WEB_
 this process keeps the engine (claims, ring, broker) and starts that many web workers, each
 on its own listening socket of the same port (SO_REUSEPORT, so that the kernel spreads new
 connections over them; one shared socket elsewhere); workers wake the engine through a pipe and
-read the broker's health from a status file.
+read the broker's health and the engine's loops from a status file.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from pathlib import Path
 from clock_server.deadline import Deadline
 from clock_server.metrics import forget_process
 from clock_server.runtime.build import Runtime, build
-from clock_server.runtime.ipc import BrokerStatusFile, NotifyListener
+from clock_server.runtime.ipc import EngineStatusFile, NotifyListener
 from clock_server.runtime.process import freeze_startup_objects
 from clock_server.runtime.signals import ShutdownSignals
 from clock_server.runtime.sockets import listening_sockets
 from clock_server.settings import Settings
+from clock_server.timesource import SystemClock
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class Supervisor:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.workdir = Path(tempfile.mkdtemp(prefix="clock-"))
-        self.status = BrokerStatusFile(self.workdir / "broker")
+        self.status = EngineStatusFile(self.workdir / "status", SystemClock())
         self.workers: list[subprocess.Popen[bytes]] = []
         self._stopping = threading.Event()
 
@@ -59,7 +60,7 @@ class Supervisor:
                 runtime.start()
                 if runtime.engine is not None:
                     NotifyListener(read_fd, runtime.engine.notify_due).start()
-                self.status.write(False)
+                self._report(runtime)
                 self.workers = [self._spawn(listener, write_fd) for listener in listeners]
                 log.info("serving on http://%s:%s with %d web processes", self.settings.host,
                          listeners[0].getsockname()[1], len(self.workers),
@@ -103,10 +104,15 @@ class Supervisor:
             pass_fds=(listener.fileno(), write_fd),
         )
 
+    def _report(self, runtime: Runtime) -> None:
+        """Refresh the status file the workers read for /healthz and /livez."""
+        healthy = runtime.publisher.is_healthy() if runtime.publisher is not None else True
+        loops = runtime.engine.loop_beats() if runtime.engine is not None else {}
+        self.status.write(healthy, loops)
+
     def _watch(self, runtime: Runtime, listeners: list[socket.socket], write_fd: int) -> None:
         while not self._stopping.wait(STATUS_INTERVAL_S):
-            healthy = runtime.publisher.is_healthy() if runtime.publisher is not None else True
-            self.status.write(healthy)
+            self._report(runtime)
             for index, worker in enumerate(self.workers):
                 if worker.poll() is not None:
                     forget_process(worker.pid)

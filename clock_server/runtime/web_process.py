@@ -14,7 +14,7 @@ from pathlib import Path
 from clock_server.engine.alarm_engine import wake_horizon_ms
 from clock_server.runtime.build import build_web
 from clock_server.runtime.http_server import create_http_server, stop_requests_by
-from clock_server.runtime.ipc import BrokerStatusFile, PipeNotifier
+from clock_server.runtime.ipc import EngineStatusFile, PipeNotifier
 from clock_server.runtime.process import configure_logging, freeze_startup_objects
 from clock_server.runtime.signals import ShutdownSignals
 from clock_server.settings import Settings
@@ -33,11 +33,12 @@ def main() -> int:
     # When the machine is saturated, the engine process (ringing on time) goes first.
     os.nice(settings.web_nice)
     listener = socket.socket(fileno=int(os.environ["CLOCK_WORKER_LISTEN_FD"]))
+    clock = SystemClock()
     notifier = PipeNotifier(
-        int(os.environ["CLOCK_WORKER_NOTIFY_FD"]), wake_horizon_ms(settings), SystemClock()
+        int(os.environ["CLOCK_WORKER_NOTIFY_FD"]), wake_horizon_ms(settings), clock
     )
-    broker = BrokerStatusFile(Path(os.environ["CLOCK_WORKER_STATUS_FILE"]))
-    app, store = build_web(settings, notifier=notifier, broker=broker)
+    status = EngineStatusFile(Path(os.environ["CLOCK_WORKER_STATUS_FILE"]), clock)
+    app, store = build_web(settings, notifier=notifier, broker=status, loops=status)
     server = create_http_server(app, settings, sockets=[listener])
     freeze_startup_objects()
 

@@ -222,6 +222,11 @@ class CachedPolicies:
         found = self._policies.get(name)
         return found if found is not None else ApplicationPolicy(name=name)
 
+    def all(self) -> list[ApplicationPolicy]:
+        """Every registered application's policy as of at most `refresh_ms` ago."""
+        self._refresh_if_old()
+        return list(self._policies.values())
+
     def known(self, name: str) -> bool:
         """Whether the application was registered as of at most `refresh_ms` ago."""
         self._refresh_if_old()
