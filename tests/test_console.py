@@ -274,7 +274,7 @@ def test_a_dead_alarm_story_and_its_redrive(page: Page, server: ConsoleServer, s
     assert api_kinds[:2] == ["created", "moved"] and api_kinds[-1] == "dead"
     expect(kinds).to_have_text(api_kinds)
     expect(page.locator("#history tr[data-kind=attempt_failed]").first).to_contain_text(
-        "not confirmed by the broker"
+        "refused by the broker"
     )
     server.bind("billing")
     page.click("#action-redrive")

@@ -215,7 +215,7 @@ class BatchRinger:
         rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due, gather_ms)
         expired: list[RingRow] = []
         held: list[RingRow] = []
-        if not (self.publisher.is_healthy() and self.express_publisher.is_healthy()):
+        if not publisher.is_healthy():
             rows, expired, held = self._without_broker(rows, routes)
         beside = self._few_beside_backlog(rows, publisher)
         if all(route.channel == AMQP for route in routes.values()):
