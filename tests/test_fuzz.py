@@ -316,6 +316,8 @@ _TEMPLATES = [
     (re.compile(r"/v1/overview"), "/v1/overview"),
     (re.compile(r"/v1/whoami"), "/v1/whoami"),
     (re.compile(r"/healthz"), "/healthz"),
+    (re.compile(r"/livez"), "/livez"),
+    (re.compile(r"/readyz"), "/readyz"),
 ]
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
