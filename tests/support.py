@@ -189,7 +189,7 @@ class ServerProcess:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 15) -> ServerProcess:
+    def start(self, timeout_s: float = 30) -> ServerProcess:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "clock_server.runtime.cli"],
