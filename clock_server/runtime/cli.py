@@ -1,9 +1,11 @@
-"""The `clock-server` command: `serve` (the default) runs the service, `migrate` migrates."""
+"""The `clock-server` command: `serve` (the default) runs the service, `migrate` migrates,
+`hash-token` prints the hashed form of a bearer token read from standard input."""
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import getpass
 import logging
 import os
 import shutil
@@ -22,9 +24,13 @@ def main(argv: list[str] | None = None) -> int:
         prog="clock-server",
         description="Alarm-clock service. Settings come from CLOCK_* environment variables.",
     )
-    parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
+    parser.add_argument(
+        "command", nargs="?", default="serve", choices=["serve", "migrate", "hash-token"]
+    )
     parser.add_argument("--version", action="version", version=f"clock {__version__}")
     args = parser.parse_args(argv)
+    if args.command == "hash-token":
+        return hash_token()
     try:
         settings = Settings.from_env()
     except ConfigError as error:
@@ -45,6 +51,20 @@ def main(argv: list[str] | None = None) -> int:
         serve(settings)
     except ConfigError as error:
         print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def hash_token() -> int:
+    """Print the sha256:<hex> form of the token on standard input (asked for without echo on
+    a terminal), for CLOCK_TOKENS or CLOCK_TOKENS_FILE; a token too weak is refused."""
+    from clock_server.api.tokens import hashed_form  # not at the top: see main
+
+    token = getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.read()
+    try:
+        print(hashed_form(token.strip()))
+    except ConfigError as error:
+        print(f"clock-server hash-token: {error.message}", file=sys.stderr)
         return 2
     return 0
 
