@@ -9,7 +9,7 @@ from typing import Generic, Protocol, TypeVar
 
 from clock_server.api.admission import Admission
 from clock_server.api.long_polls import LongPollSlots
-from clock_server.api.tokens import TokenTable
+from clock_server.api.tokens import LiveTokens, TokenTable
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
 from clock_server.model import Alarm, NewAlarm
@@ -77,7 +77,8 @@ class Services:
     metrics: Metrics
     engine: DueNotifier | None = None  # None when this process runs no engine
     publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
-    tokens: TokenTable = field(default_factory=TokenTable)  # empty: authentication is off
+    # The tokens, or those in force now where CLOCK_TOKENS_FILE is reloaded; empty: off.
+    tokens: TokenTable | LiveTokens = field(default_factory=TokenTable)
     loops: LoopSource | None = None  # the engine's loops, here or in the engine process
     single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
     history: AlarmHistory = field(init=False)  # each alarm's events

@@ -83,6 +83,32 @@ class TokenTable:
         return found
 
 
+class LiveTokens:
+    """The token table in force, which a reload of CLOCK_TOKENS_FILE replaces whole: each
+    request looks its token up in the table of the moment. Reads as a TokenTable."""
+
+    def __init__(self, table: TokenTable) -> None:
+        self._table = table
+
+    @property
+    def table(self) -> TokenTable:
+        return self._table
+
+    @property
+    def enabled(self) -> bool:
+        return self._table.enabled
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def lookup(self, token: str) -> Grant | None:
+        return self._table.lookup(token)
+
+    def replace(self, table: TokenTable) -> None:
+        """Put `table` in force for the requests from now on."""
+        self._table = table
+
+
 def load_tokens(inline: str, path: str) -> TokenTable:
     """The table from CLOCK_TOKENS (`inline`) or CLOCK_TOKENS_FILE (`path`); both empty: off."""
     if inline and path:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from clock_server.api import Services, create_app
 from clock_server.api.services import DueNotifier, HealthSource, LoopSource
-from clock_server.api.tokens import TokenTable, load_tokens
+from clock_server.api.tokens import LiveTokens, TokenTable, load_tokens
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
 from clock_server.deadline import Deadline
@@ -81,7 +81,7 @@ def build(
     settings: Settings,
     clock: Clock | None = None,
     serve_http: bool = True,
-    tokens: TokenTable | None = None,
+    tokens: TokenTable | LiveTokens | None = None,
 ) -> Runtime:
     """Create every part from `settings`; nothing starts until Runtime.start(). The tokens
     are read from the settings' CLOCK_TOKENS or CLOCK_TOKENS_FILE unless given."""
@@ -167,10 +167,13 @@ def build_web(
     notifier: DueNotifier,
     broker: HealthSource,
     loops: LoopSource | None = None,
+    tokens: TokenTable | LiveTokens | None = None,
 ) -> tuple[WsgiApp, AlarmStore]:
     """The HTTP side alone, for a web worker process: its own pool, the engine elsewhere
-    (`broker` and `loops` say how it is; no `loops`: /livez answers for this process alone)."""
-    tokens = load_tokens(settings.tokens, settings.tokens_file)
+    (`broker` and `loops` say how it is; no `loops`: /livez answers for this process alone).
+    The tokens are read from the settings unless given."""
+    if tokens is None:
+        tokens = load_tokens(settings.tokens, settings.tokens_file)
     store = AlarmStore(make_engine(settings.database_url, settings.db_pool_size))
     services = Services(
         settings, store, SystemClock(), Metrics(), notifier, broker, tokens, loops=loops
