@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
 def hash_token() -> int:
     """Print the sha256:<hex> form of the token on standard input (asked for without echo on
     a terminal), for CLOCK_TOKENS or CLOCK_TOKENS_FILE; a token too weak is refused."""
-    from clock_server.api.tokens import hashed_form  # not at the top: see main
+    # Not at the top: importing the api package imports prometheus_client (see main).
+    from clock_server.api.tokens import hashed_form
 
     token = getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.read()
     try:
