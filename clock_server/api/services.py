@@ -22,6 +22,7 @@ from clock_server.store.group_commit import GroupCommit
 from clock_server.store.history import AlarmHistory
 from clock_server.store.interventions import AlarmInterventions
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
+from clock_server.store.secret_box import SecretBox
 from clock_server.timesource import Clock
 
 
@@ -99,7 +100,8 @@ class Services:
         self.history = AlarmHistory(self.store)
         self.interventions = AlarmInterventions(self.store)
         self.counts = AlarmCounts(self.store)
-        self.applications = SqlApplicationRegistry(self.store)
+        box = SecretBox.from_setting(self.settings.secret_keys)
+        self.applications = SqlApplicationRegistry(self.store, box)
         self.engines = SqlEngineRegistry(self.store)
         self.policies = CachedPolicies(
             self.applications.all,

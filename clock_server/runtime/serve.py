@@ -39,6 +39,7 @@ def serve(settings: Settings) -> None:
     )
     log.info("settings: %s", settings.describe(), extra={"action": "server_settings"})
     log_authentication(settings, tokens)
+    log_secret_keys(settings)
     if settings.web_processes > 1:
         supervisor = Supervisor(settings)
         with ReloadSignal(supervisor.reload_tokens):
@@ -95,4 +96,18 @@ def log_authentication(settings: Settings, tokens: TokenTable) -> None:
         settings.host,
         settings.port,
         extra={"action": "authentication_off"},
+    )
+
+
+def log_secret_keys(settings: Settings) -> None:
+    """Say at start how webhook secrets are stored; a warning when unencrypted."""
+    if settings.secret_keys:
+        log.info("webhook secrets are stored encrypted (%d keys in CLOCK_SECRET_KEYS)",
+                 len(settings.secret_keys.split(",")),
+                 extra={"action": "secret_keys_on"})  # fmt: skip
+        return
+    log.warning(
+        "webhook secrets are stored unencrypted in the database: set CLOCK_SECRET_KEYS to "
+        "encrypt them, then run clock-server reencrypt-secrets",
+        extra={"action": "secret_keys_off"},
     )
