@@ -266,16 +266,24 @@ def test_a_private_peer_is_refused_at_call_time(server):
 
 @pytest.mark.parametrize("open_port", [True, False])
 def test_a_refused_address_is_never_connected_to_so_open_and_closed_ports_read_alike(
-    server, open_port
+    server, open_port, monkeypatch
 ):
     port = server.server_address[1] if open_port else closed_port()
+    connects: list[object] = []
+    real_connect = socket.socket.connect
+
+    def connect(sock: socket.socket, address: object) -> None:
+        connects.append(address)
+        real_connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
     with closing(HttpWebhookSender(allow_private=False)) as sender:
         outcome = sender.send(request(f"http://127.0.0.1:{port}/hook"))
         by_name = sender.send(request(f"http://localhost:{port}/hook"))
     refused = "refused: 127.0.0.1 is a loopback address"
     assert outcome == WebhookOutcome(False, None, refused, None)
     assert by_name.error is not None and by_name.error.startswith("refused: ")
-    assert server.connections == 0  # no connect was tried
+    assert connects == [] and server.connections == 0  # no connect was tried
 
 
 class _FixedLookups:
