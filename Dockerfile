@@ -9,11 +9,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN useradd --create-home --uid 10001 clock && mkdir /data && chown clock:clock /data
 
 WORKDIR /src
-COPY setup.cfg pyproject.toml README.md ./
+COPY setup.cfg pyproject.toml README.md constraints.txt ./
 COPY clock_server ./clock_server
 COPY clock_client ./clock_client
 COPY alembic ./alembic
-RUN pip install . && rm -rf /src
+# Every runtime dependency at the exact version of constraints.txt (audit it with pip-audit).
+RUN pip install -c constraints.txt . && rm -rf /src
 
 USER clock
 WORKDIR /data

@@ -5,6 +5,8 @@ Building it reads no file: the tokens file is read where the app is built
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import socket
 import uuid
@@ -85,12 +87,15 @@ class Settings:
     webhook_timeout_s: float = 10.0  # an application's own webhook_timeout_s overrides these
     webhook_max_in_flight: int = 16
     webhook_allow_private: bool = False  # loopback, private and link-local targets allowed
+    # Fernet keys sealing webhook secrets at rest, comma-separated: the first seals, all open.
+    secret_keys: str = field(default="", repr=False)
     pull_visibility_s: float = 30.0
     pull_poll_ms: int = 25  # how often a long poll looks again for due messages
 
     def __post_init__(self) -> None:
         if self.tokens and self.tokens_file:
             raise ConfigError("give CLOCK_TOKENS or CLOCK_TOKENS_FILE, not both", field="tokens")
+        _check_secret_keys(self.secret_keys)
         positive = (
             "port",
             "http_threads",
@@ -228,9 +233,28 @@ class Settings:
         """The settings for the start-up log, with passwords in URLs and tokens masked."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         out["tokens"] = "<set>" if self.tokens else ""
+        out["secret_keys"] = f"<{len(self.secret_keys.split(','))} set>" if self.secret_keys else ""
         out["database_url"] = mask_url(self.database_url)
         out["amqp_url"] = ",".join(mask_url(url) for url in self.amqp_url.split(","))
         return out
+
+
+def _check_secret_keys(value: str) -> None:
+    """Each of CLOCK_SECRET_KEYS must be a Fernet key: 32 bytes in URL-safe base64."""
+    if not value:
+        return
+    for number, key in enumerate(value.split(","), start=1):
+        try:
+            valid = len(base64.urlsafe_b64decode(key.strip().encode("ascii"))) == 32
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            valid = False
+        if not valid:
+            raise ConfigError(
+                f"CLOCK_SECRET_KEYS key {number} is not a Fernet key (32 bytes in URL-safe "
+                "base64; make one with: python3 -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())')",
+                field="secret_keys",
+            )
 
 
 def _parse(name: str, type_name: object, raw: str) -> object:

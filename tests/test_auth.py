@@ -5,8 +5,11 @@ The API tests run on SQLite and on MariaDB through the `store` fixture (see conf
 
 from __future__ import annotations
 
+import hashlib
+import io
 import logging
 import re
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,15 @@ import pytest
 from clock_client import ClockClient, Forbidden, Unauthorized
 from clock_server.api import Services, create_app
 from clock_server.api import tokens as auth
-from clock_server.api.tokens import Grant, TokenTable, check_exposure, load_tokens, parse_tokens
+from clock_server.api.tokens import (
+    Grant,
+    TokenTable,
+    check_exposure,
+    hashed_form,
+    load_tokens,
+    parse_tokens,
+    weakness,
+)
 from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
 from clock_server.runtime import cli
@@ -99,6 +110,80 @@ def test_tokens_file_one_per_line_with_comments(tmp_path: Path) -> None:
     )
     assert table.lookup(ADMIN) == Grant("CLOCK_TOKENS_FILE line 5", None)
     assert table.lookup(OTHER) == Grant("CLOCK_TOKENS_FILE line 6", frozenset({"other"}))
+
+
+def test_a_hashed_entry_admits_the_token_it_digests_and_holds_nothing_to_present() -> None:
+    hashed = hashed_form(ORDERS)
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", hashed)
+    table = parse_tokens(f"{hashed}=orders,billing:read;{ADMIN}=*", "CLOCK_TOKENS")
+    assert table.lookup(ORDERS) == Grant(
+        "CLOCK_TOKENS entry 1", frozenset({"orders", "billing"}), read_only=True
+    )
+    assert table.lookup(hashed) is None  # the setting's text is no token
+    assert table.lookup(ADMIN) == Grant("CLOCK_TOKENS entry 2", None)
+    upper = parse_tokens(f"sha256:{hashed[7:].upper()}=orders", "CLOCK_TOKENS")
+    assert upper.lookup(ORDERS) is not None
+
+
+def test_a_token_and_its_hashed_form_are_the_same_token() -> None:
+    with pytest.raises(ConfigError, match="entry 2: this token is already configured"):
+        parse_tokens(f"{ORDERS}=orders;{hashed_form(ORDERS)}=billing", "CLOCK_TOKENS")
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "a" * 16,  # one character
+        "a" * 256,
+        "ab" * 8,
+        "abcde" * 4,  # fewer than 6 different characters
+        "0000000000000001",
+        "abcdef" * 3,  # a short pattern repeated
+        "abcdefgh" * 2,
+        "Passw0rd" * 4,
+    ],
+)
+def test_a_weak_token_is_refused_at_start_naming_the_setting(token: str) -> None:
+    with pytest.raises(ConfigError, match="CLOCK_TOKENS entry 2") as caught:
+        load_tokens(f"{ORDERS}=orders;{token}=orders", "")
+    assert caught.value.field == "tokens"
+    assert token not in caught.value.message
+    with pytest.raises(ConfigError):
+        hashed_form(token)
+
+
+@pytest.mark.parametrize(
+    "token", ["abcdefghi" * 2, "0123456789abcdef", "q3ZpL0x9-Kt7wVbN", "aaaaaaaaaab.cdefg"]
+)
+def test_tokens_past_the_floor_are_taken(token: str) -> None:
+    assert parse_tokens(f"{token}=orders", "CLOCK_TOKENS").lookup(token) is not None
+
+
+def test_random_tokens_always_pass_the_floor() -> None:
+    for _ in range(2000):
+        assert weakness(secrets.token_urlsafe(12)) is None
+        assert weakness(secrets.token_urlsafe(32)) is None
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["sha256:abc=orders", "sha256:" + "g" * 64 + "=orders", "sha256:" + "a" * 65 + "=orders"],
+)
+def test_a_malformed_hashed_entry_is_refused(entry: str) -> None:
+    with pytest.raises(ConfigError, match="CLOCK_TOKENS entry 1: a hashed token must be"):
+        load_tokens(entry, "")
+
+
+def test_hash_token_prints_the_hashed_form_of_standard_input(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(cli.sys, "stdin", io.StringIO(ORDERS + "\n"))
+    assert cli.main(["hash-token"]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed == "sha256:" + hashlib.sha256(ORDERS.encode()).hexdigest()
+    assert parse_tokens(f"{printed}=orders", "CLOCK_TOKENS").lookup(ORDERS) is not None
+    monkeypatch.setattr(cli.sys, "stdin", io.StringIO("a" * 20))
+    assert cli.main(["hash-token"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "6 different characters" in captured.err
 
 
 def test_no_tokens_means_authentication_off() -> None:

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from clock_server.runtime.signals import BACKSTOP_GRACE_S, ShutdownSignals
+from clock_server.runtime.signals import BACKSTOP_GRACE_S, ReloadSignal, ShutdownSignals
 
 
 class Exits:
@@ -59,3 +59,13 @@ def test_only_the_signals_named_are_taken() -> None:
                 os.kill(os.getpid(), signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, started_with)
+
+
+def test_sighup_asks_for_a_reload_and_ends_nothing() -> None:
+    before = signal.getsignal(signal.SIGHUP)
+    asked: list[int] = []
+    with ReloadSignal(lambda: asked.append(1)):
+        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert asked == [1, 1]
+    assert signal.getsignal(signal.SIGHUP) == before

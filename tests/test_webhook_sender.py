@@ -20,6 +20,7 @@ from standardwebhooks import Webhook
 
 from clock_client.errors import WebhookVerificationError
 from clock_client.webhooks import verify
+from clock_server.delivery import webhook_connections
 from clock_server.delivery.ports import WebhookOutcome, WebhookRequest
 from clock_server.delivery.retry_after import MAX_RETRY_AFTER_MS, retry_after_ms
 from clock_server.delivery.secrets import new_secret
@@ -52,8 +53,8 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, address: tuple[str, int] = ("127.0.0.1", 0)) -> None:
+        super().__init__(address, _Handler)
         self.answer = Answer()
         self.received: list[Received] = []
         self.connections = 0
@@ -263,6 +264,105 @@ def test_a_private_peer_is_refused_at_call_time(server):
     assert server.received == []
 
 
+@pytest.mark.parametrize("open_port", [True, False])
+def test_a_refused_address_is_never_connected_to_so_open_and_closed_ports_read_alike(
+    server, open_port, monkeypatch
+):
+    port = server.server_address[1] if open_port else closed_port()
+    connects: list[object] = []
+    real_connect = socket.socket.connect
+
+    def connect(sock: socket.socket, address: object) -> None:
+        connects.append(address)
+        real_connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    with closing(HttpWebhookSender(allow_private=False)) as sender:
+        outcome = sender.send(request(f"http://127.0.0.1:{port}/hook"))
+        by_name = sender.send(request(f"http://localhost:{port}/hook"))
+    refused = "refused: 127.0.0.1 is a loopback address"
+    assert outcome == WebhookOutcome(False, None, refused, None)
+    assert by_name.error is not None and by_name.error.startswith("refused: ")
+    assert connects == [] and server.connections == 0  # no connect was tried
+
+
+class _FixedLookups:
+    """A NameLookups that answers every name with the same addresses."""
+
+    def __init__(self, *addresses: tuple[str, int]) -> None:
+        self.infos = [
+            (
+                socket.AF_INET6 if ":" in host else socket.AF_INET,
+                socket.SOCK_STREAM,
+                socket.IPPROTO_TCP,
+                "",
+                (host, port, 0, 0) if ":" in host else (host, port),
+            )
+            for host, port in addresses
+        ]
+        self.asked: list[str] = []
+
+    def addresses(self, host: str, port: int, family: int, within_s: float) -> list[object]:
+        self.asked.append(host)
+        return self.infos
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("2002:7f00:1::", "a loopback"),
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "a loopback"),
+        ("64:ff9b::7f00:1", "a loopback"),
+        ("64:ff9b:1::a9fe:a9fe", "a link-local"),
+        ("::ffff:127.0.0.1", "a loopback"),
+        ("10.0.0.1", "a private"),
+    ],
+)
+def test_a_name_resolving_to_an_ipv6_form_of_a_refused_address_is_refused_unconnected(
+    address, kind, monkeypatch
+):
+    connects: list[object] = []
+    monkeypatch.setattr(socket.socket, "connect", lambda sock, to: connects.append(to))
+    lookups = _FixedLookups((address, 80))
+    with closing(HttpWebhookSender(allow_private=False, lookups=lookups)) as sender:  # type: ignore[arg-type]
+        outcome = sender.send(request("http://hooks.example.com/ring"))
+    assert outcome == WebhookOutcome(False, None, f"refused: {address} is {kind} address", None)
+    assert lookups.asked == ["hooks.example.com"] and connects == []
+
+
+def test_of_the_addresses_a_name_resolves_to_only_the_allowed_are_connected_to(monkeypatch):
+    """127.0.0.1 stands for an internal address and 127.0.0.2 for a public one."""
+    internal, public = _Server(), _Server(("127.0.0.2", 0))
+    threads = [
+        threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05})
+        for s in (internal, public)
+    ]
+    for thread in threads:
+        thread.start()
+    monkeypatch.setattr(
+        webhook_connections,
+        "forbidden_kind",
+        lambda address: "private" if str(address) == "127.0.0.1" else None,
+    )
+    lookups = _FixedLookups(
+        ("127.0.0.1", internal.server_address[1]), ("127.0.0.2", public.server_address[1])
+    )
+    try:
+        with closing(HttpWebhookSender(allow_private=False, lookups=lookups)) as sender:  # type: ignore[arg-type]
+            outcome = sender.send(request("http://hooks.example.com/ring"))
+        assert outcome.ok, outcome
+        assert internal.connections == 0 and public.connections == 1
+    finally:
+        for s in (internal, public):
+            s.shutdown()
+            s.server_close()
+        for thread in threads:
+            thread.join()
+
+
 def test_sequential_sends_reuse_one_connection(server, sender):
     server.answer = Answer(body=b"thanks" * 1000)
     outcomes = [sender.send(request(server.url, message_id=f"m{n}")) for n in range(5)]
@@ -340,6 +440,12 @@ def test_new_secrets_are_32_random_bytes():
         ("http://169.254.169.254/latest/", "points to 169.254.169.254, a link-local address"),
         ("http://[::1]:8080/", "points to ::1, a loopback address"),
         ("http://[::ffff:127.0.0.1]/", "points to ::ffff:127.0.0.1, a loopback address"),
+        ("http://[2002:7f00:1::]/", "points to 2002:7f00:1::, a loopback address"),
+        ("http://[64:ff9b:1::a00:1]/", "points to 64:ff9b:1::a00:1, a private address"),
+        (
+            "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",
+            "points to 2001:0:4136:e378:8000:63bf:80ff:fffe, a loopback address",
+        ),
         ("http://100.64.0.1/", "points to 100.64.0.1, a carrier-grade NAT address"),
         ("http://0.0.0.0/", "points to 0.0.0.0, an unspecified address"),
         ("http://localhost/", "host localhost resolves to"),
@@ -375,7 +481,17 @@ def test_check_target_with_private_allowed_still_wants_a_resolving_host():
         check_target("http://a:b@127.0.0.1/", allow_private=True)
 
 
-@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2001:4860::8888", "2606:4700::1111"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "8.8.8.8",
+        "1.1.1.1",
+        "2001:4860::8888",
+        "2606:4700::1111",
+        "2002:808:808::",  # 6to4 of 8.8.8.8
+        "64:ff9b::808:808",  # NAT64 of 8.8.8.8
+    ],
+)
 def test_public_addresses_are_allowed(address):
     assert forbidden_kind(ip_address(address)) is None
 
@@ -406,6 +522,21 @@ def test_public_addresses_are_allowed(address):
         ("::ffff:10.0.0.1", "private"),
         ("::ffff:169.254.169.254", "link-local"),
         ("64:ff9b::a9fe:a9fe", "link-local"),
+        ("64:ff9b::7f00:1", "loopback"),
+        # 6to4 (2002::/16) carries an IPv4 address in bits 16 to 47
+        ("2002:7f00:1::", "loopback"),
+        ("2002:7f00:1:ffff::1", "loopback"),
+        ("2002:a00:1::", "private"),
+        ("2002:a9fe:a9fe::", "link-local"),
+        ("2002::", "unspecified"),
+        # Teredo (2001::/32): the client's IPv4 address, inverted, in the last 32 bits
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback"),
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "private"),
+        ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", "non-public"),
+        # local-use NAT64 (64:ff9b:1::/48)
+        ("64:ff9b:1::7f00:1", "loopback"),
+        ("64:ff9b:1::a00:1", "private"),
+        ("64:ff9b:1::808:808", "local-use NAT64"),
     ],
 )
 def test_non_public_addresses_are_refused(address, kind):

@@ -30,6 +30,7 @@ from clock_server.store.applications import CachedPolicies, SqlApplicationRegist
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.history import AlarmHistory
+from clock_server.store.secret_box import SecretBox
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import serve_wsgi, settle
 from tests.webhook_receiver import Answer, Received, Receiver, Wire, raw_receiving, receiving
@@ -74,9 +75,12 @@ class Harness:
             self.publisher,
             clock,
             Metrics(),
-            policies=CachedPolicies(SqlApplicationRegistry(store).all, clock.now_ms, 0),
+            policies=CachedPolicies(self.registry(store).all, clock.now_ms, 0),
             webhook_sender=HttpWebhookSender(allow_private=True),
         )
+
+    def registry(self, store: AlarmStore) -> SqlApplicationRegistry:
+        return SqlApplicationRegistry(store, SecretBox.from_setting(self.settings.secret_keys))
 
     def call(self, method: str, url: str, token: str | None = ADMIN, **kwargs: Any) -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token else {}

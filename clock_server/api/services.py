@@ -9,7 +9,7 @@ from typing import Generic, Protocol, TypeVar
 
 from clock_server.api.admission import Admission
 from clock_server.api.long_polls import LongPollSlots
-from clock_server.api.tokens import TokenTable
+from clock_server.api.tokens import LiveTokens, TokenTable
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
 from clock_server.model import Alarm, NewAlarm
@@ -22,6 +22,7 @@ from clock_server.store.group_commit import GroupCommit
 from clock_server.store.history import AlarmHistory
 from clock_server.store.interventions import AlarmInterventions
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
+from clock_server.store.secret_box import SecretBox
 from clock_server.timesource import Clock
 
 
@@ -77,7 +78,8 @@ class Services:
     metrics: Metrics
     engine: DueNotifier | None = None  # None when this process runs no engine
     publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
-    tokens: TokenTable = field(default_factory=TokenTable)  # empty: authentication is off
+    # The tokens, or those in force now where CLOCK_TOKENS_FILE is reloaded; empty: off.
+    tokens: TokenTable | LiveTokens = field(default_factory=TokenTable)
     loops: LoopSource | None = None  # the engine's loops, here or in the engine process
     single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
     history: AlarmHistory = field(init=False)  # each alarm's events
@@ -98,7 +100,8 @@ class Services:
         self.history = AlarmHistory(self.store)
         self.interventions = AlarmInterventions(self.store)
         self.counts = AlarmCounts(self.store)
-        self.applications = SqlApplicationRegistry(self.store)
+        box = SecretBox.from_setting(self.settings.secret_keys)
+        self.applications = SqlApplicationRegistry(self.store, box)
         self.engines = SqlEngineRegistry(self.store)
         self.policies = CachedPolicies(
             self.applications.all,

@@ -9,9 +9,13 @@ starting with ``#`` are skipped)::
     <token>=*:read  or  <token>=<app>[,...]:read  the same, but only to read: every write is 403
 
 A token is 16 to 256 characters of ``A-Z a-z 0-9 - . _ ~ + /`` with optional trailing ``=``
-(RFC 6750's b64token), so ``secrets.token_urlsafe(32)`` makes a good one. Error messages
-name the setting and the entry, never the token. Pure logic: no Flask, no I/O but reading
-the file.
+(RFC 6750's b64token), so ``secrets.token_urlsafe(32)`` makes a good one. It must also not
+look like a placeholder (`weakness`): at least 6 different characters, and not one pattern of
+up to 8 characters repeated. In place of the token an entry may give its SHA-256 digest,
+``sha256:<64 hex digits>`` (`hashed_form`, or ``clock-server hash-token``), so that the
+setting holds nothing a caller could present; a digest cannot be checked for weakness.
+Error messages name the setting and the entry, never the token. Pure logic: no Flask, no I/O
+but reading the file.
 """
 
 from __future__ import annotations
@@ -29,7 +33,15 @@ from clock_server.model import APPLICATION_CHARS, is_application_name
 ALL_APPLICATIONS = "*"
 READ_ONLY = "read"
 MIN_TOKEN_CHARS = 16
+MIN_DISTINCT_CHARS = 6
+LONGEST_REPEATED_PATTERN = 8
+HASH_PREFIX = "sha256:"
 _TOKEN_RE = re.compile(rf"[A-Za-z0-9._~+/-]{{{MIN_TOKEN_CHARS},256}}=*")
+_HASHED_RE = re.compile(r"sha256:[0-9a-fA-F]{64}")
+TOKEN_RULE = (
+    f"a token must be {MIN_TOKEN_CHARS} to 256 characters of A-Z, a-z, 0-9, "
+    "'-', '.', '_', '~', '+', '/' (optionally ending in '=')"
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,32 @@ class TokenTable:
             if hmac.compare_digest(presented, digest):
                 found = grant
         return found
+
+
+class LiveTokens:
+    """The token table in force, which a reload of CLOCK_TOKENS_FILE replaces whole: each
+    request looks its token up in the table of the moment. Reads as a TokenTable."""
+
+    def __init__(self, table: TokenTable) -> None:
+        self._table = table
+
+    @property
+    def table(self) -> TokenTable:
+        return self._table
+
+    @property
+    def enabled(self) -> bool:
+        return self._table.enabled
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def lookup(self, token: str) -> Grant | None:
+        return self._table.lookup(token)
+
+    def replace(self, table: TokenTable) -> None:
+        """Put `table` in force for the requests from now on."""
+        self._table = table
 
 
 def load_tokens(inline: str, path: str) -> TokenTable:
@@ -130,14 +168,9 @@ def _parse_entry(entry: str, label: str, field_name: str) -> tuple[bytes, Grant]
         raise ConfigError(
             f"{label}: expected <token>=<app>[,<app>...] or <token>=*", field=field_name
         )
-    if not _TOKEN_RE.fullmatch(token):
-        raise ConfigError(
-            f"{label}: a token must be {MIN_TOKEN_CHARS} to 256 characters of A-Z, a-z, 0-9, "
-            "'-', '.', '_', '~', '+', '/' (optionally ending in '=')",
-            field=field_name,
-        )
+    digest = _entry_digest(token, label, field_name)
     if apps == ALL_APPLICATIONS:
-        return _digest(token), Grant(label, None, read_only)
+        return digest, Grant(label, None, read_only)
     names = [name.strip() for name in apps.split(",")]
     for name in names:
         if name == ALL_APPLICATIONS:
@@ -148,7 +181,58 @@ def _parse_entry(entry: str, label: str, field_name: str) -> tuple[bytes, Grant]
                 f"{APPLICATION_CHARS})",
                 field=field_name,
             )
-    return _digest(token), Grant(label, frozenset(names), read_only)
+    return digest, Grant(label, frozenset(names), read_only)
+
+
+def _entry_digest(token: str, label: str, field_name: str) -> bytes:
+    """The digest an entry configures: given as sha256:<hex>, or of the plain token."""
+    if token.startswith(HASH_PREFIX):
+        if not _HASHED_RE.fullmatch(token):
+            raise ConfigError(
+                f"{label}: a hashed token must be {HASH_PREFIX} and 64 hex digits "
+                "(clock-server hash-token prints it)",
+                field=field_name,
+            )
+        return bytes.fromhex(token.removeprefix(HASH_PREFIX))
+    problem = token_problem(token)
+    if problem is not None:
+        raise ConfigError(f"{label}: {problem}", field=field_name)
+    return _digest(token)
+
+
+def token_problem(token: str) -> str | None:
+    """Why `token` may not be a bearer token (its form, or `weakness`), or None."""
+    if not _TOKEN_RE.fullmatch(token):
+        return TOKEN_RULE
+    return weakness(token)
+
+
+def weakness(token: str) -> str | None:
+    """Why a well-formed token is too easy to guess, or None: fewer than 6 different
+    characters, or one pattern of up to 8 characters repeated ("aaaa...", "abcdefgh" x 2).
+    A floor against placeholders and slips, not a strength meter: a random token
+    (secrets.token_urlsafe(32)) always passes."""
+    if len(set(token)) < MIN_DISTINCT_CHARS:
+        return (
+            f"a token must hold at least {MIN_DISTINCT_CHARS} different characters "
+            "(make one with secrets.token_urlsafe(32))"
+        )
+    for period in range(1, LONGEST_REPEATED_PATTERN + 1):
+        if len(token) > period and token == (token[:period] * len(token))[: len(token)]:
+            return (
+                "a token must not repeat one short pattern "
+                "(make one with secrets.token_urlsafe(32))"
+            )
+    return None
+
+
+def hashed_form(token: str) -> str:
+    """The entry form of `token` that holds only its digest: sha256:<64 hex digits>.
+    Raises ConfigError when the token may not be a bearer token."""
+    problem = token_problem(token)
+    if problem is not None:
+        raise ConfigError(problem, field="token")
+    return HASH_PREFIX + _digest(token).hex()
 
 
 def _digest(token: str) -> bytes:

@@ -34,18 +34,41 @@ _PRIVATE = (
 _CARRIER_GRADE_NAT = IPv4Network("100.64.0.0/10")
 # NAT64 gateways translate these to the IPv4 address in their last 32 bits.
 _NAT64 = IPv6Network("64:ff9b::/96")
+# The local-use NAT64 prefix (RFC 8215): a gateway inside some network, never public.
+_LOCAL_NAT64 = IPv6Network("64:ff9b:1::/48")
 
 
 def forbidden_kind(address: IPAddress) -> str | None:
     """The kind of a non-public address ("loopback", "private", "link-local", ...), or None
-    for a public one, which a webhook may connect to. An IPv6 form of an IPv4 address
-    (mapped, or NAT64) is judged by its IPv4 address."""
+    for a public one, which a webhook may connect to. An IPv6 form of an IPv4 address is
+    judged by its IPv4 address: IPv4-mapped (::ffff:0:0/96), 6to4 (2002::/16), NAT64
+    (64:ff9b::/96). A Teredo address (2001::/32) and one of the local-use NAT64 prefix
+    (64:ff9b:1::/48) are refused: named by the IPv4 address they carry when that one is
+    refused, else "non-public" and "local-use NAT64"."""
     if isinstance(address, IPv6Address):
-        embedded = address.ipv4_mapped
-        if embedded is None and address in _NAT64:
-            embedded = IPv4Address(int(address) & 0xFFFF_FFFF)
-        if embedded is not None:
-            return forbidden_kind(embedded)
+        return _ipv6_kind(address)
+    return _kind(address)
+
+
+def _ipv6_kind(address: IPv6Address) -> str | None:
+    embedded = address.ipv4_mapped or address.sixtofour
+    if embedded is None and address in _NAT64:
+        embedded = _last_32_bits(address)
+    if embedded is not None:
+        return _kind(embedded)
+    if address.teredo is not None:
+        server, client = address.teredo
+        return _kind(client) or _kind(server) or "non-public"
+    if address in _LOCAL_NAT64:
+        return _kind(_last_32_bits(address)) or "local-use NAT64"
+    return _kind(address)
+
+
+def _last_32_bits(address: IPv6Address) -> IPv4Address:
+    return IPv4Address(int(address) & 0xFFFF_FFFF)
+
+
+def _kind(address: IPAddress) -> str | None:
     if address.is_loopback:
         return "loopback"
     if address.is_unspecified:

@@ -16,11 +16,14 @@ used for it:
 A host's name lookup cannot be interrupted: it runs on the sender's `NameLookups`
 (`CURRENT_LOOKUPS`), and the call waits for it only until its deadline.
 
-Unless private addresses are allowed, every new connection checks the address it reached
-(targets.forbidden_kind): the check is on the real peer, not on a second lookup of the name,
-so a name that resolves to a public address at configuration time and to an internal one
-later (DNS rebinding) still reaches nothing inside. A refused connection is closed before a
-byte is sent.
+Unless private addresses are allowed, every new connection checks each address the host's
+name resolves to before connecting (targets.forbidden_kind), and connects only to the
+allowed ones: a name that resolves to a public address at configuration time and to an
+internal one later (DNS rebinding) reaches nothing inside, and since no connection is tried,
+an internal port that is open fails as a closed one does ("refused: 127.0.0.1 is a loopback
+address"), so the history tells nothing about it. The address actually reached is checked
+once more after the connect, a second line should the first be bypassed; a connection it
+refuses is closed before a byte is sent.
 
 Private urllib3 names used, checked by tests/test_webhook_deadline.py against the installed
 urllib3: `HTTPConnection._new_conn` (overridden: how a connection opens its socket).
@@ -83,6 +86,7 @@ class _CallHTTPConnection(HTTPConnection):
     """A connection that keeps to the deadline of the call using it (`CURRENT_CALL`)."""
 
     held_by: Call | None = None
+    public_only = False  # connect only to public addresses (targets.forbidden_kind)
     # The socket of the last connect, kept after close(): http.client closes its connection
     # as it hands the socket to an answer that ends with the connection, whose body is then
     # read from it; closed for good, shutting it down fails harmlessly.
@@ -172,6 +176,8 @@ def _connect_within(conn: HTTPConnection, call: Call) -> socket.socket:
         raise NameResolutionError(conn.host, conn, error) from error
     except LookupTimedOut as error:
         raise ConnectTimeoutError(conn, f"Looking up {conn.host} timed out") from error
+    if getattr(conn, "public_only", False):
+        addresses = _public_addresses(conn, addresses)
     call.enter(CONNECTING)
     failure: OSError | None = None
     for family, kind, proto, _, address in addresses:
@@ -198,6 +204,23 @@ def _connect_within(conn: HTTPConnection, call: Call) -> socket.socket:
     raise NewConnectionError(conn, f"Failed to establish a new connection: {failure}") from failure
 
 
+def _public_addresses(conn: HTTPConnection, addresses: list[Any]) -> list[Any]:
+    """The looked-up addresses a webhook may connect to; RefusedPeer, before any connect,
+    naming the first refused one, when there is none."""
+    allowed = []
+    refused: tuple[str, str] | None = None
+    for info in addresses:
+        host = str(info[4][0])
+        kind = forbidden_kind(ip_address(host.split("%", 1)[0]))
+        if kind is None:
+            allowed.append(info)
+        elif refused is None:
+            refused = (host, kind)
+    if not allowed and refused is not None:
+        raise RefusedPeer(conn, *refused)
+    return allowed
+
+
 def _checked_peer(conn: HTTPConnection, sock: socket.socket) -> socket.socket:
     try:
         peer = str(sock.getpeername()[0])
@@ -212,11 +235,15 @@ def _checked_peer(conn: HTTPConnection, sock: socket.socket) -> socket.socket:
 
 
 class _PublicHTTPConnection(_CallHTTPConnection):
+    public_only = True
+
     def _new_conn(self) -> socket.socket:
         return _checked_peer(self, super()._new_conn())
 
 
 class _PublicHTTPSConnection(_CallHTTPSConnection):
+    public_only = True
+
     def _new_conn(self) -> socket.socket:
         # Checked before the TLS handshake: the wrapping happens after _new_conn returns.
         return _checked_peer(self, super()._new_conn())

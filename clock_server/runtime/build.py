@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from clock_server.api import Services, create_app
 from clock_server.api.services import DueNotifier, HealthSource, LoopSource
-from clock_server.api.tokens import TokenTable, load_tokens
+from clock_server.api.tokens import LiveTokens, TokenTable, load_tokens
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
 from clock_server.deadline import Deadline
@@ -16,6 +16,7 @@ from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.maintenance import Maintenance, RetentionPurge
+from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
 from clock_server.store import migrate
@@ -28,6 +29,8 @@ from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
+from clock_server.store.secret_box import SecretBox
+from clock_server.store.stored_secrets import StoredSecrets
 from clock_server.timesource import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -81,7 +84,7 @@ def build(
     settings: Settings,
     clock: Clock | None = None,
     serve_http: bool = True,
-    tokens: TokenTable | None = None,
+    tokens: TokenTable | LiveTokens | None = None,
 ) -> Runtime:
     """Create every part from `settings`; nothing starts until Runtime.start(). The tokens
     are read from the settings' CLOCK_TOKENS or CLOCK_TOKENS_FILE unless given."""
@@ -92,6 +95,8 @@ def build(
     store = AlarmStore(db_engine)
     if settings.migrate_on_start:
         migrate.upgrade(db_engine)
+    box = SecretBox.from_setting(settings.secret_keys)
+    check_secrets_open(StoredSecrets(store, box))
     metrics = Metrics()
     publisher = express_publisher = engine = app = None
     if settings.run_engine:
@@ -108,7 +113,7 @@ def build(
             for name in ("clock-publisher", "clock-publisher-express")
         )
         policies = CachedPolicies(
-            SqlApplicationRegistry(store).all,
+            SqlApplicationRegistry(store, box).all,
             clock.now_ms,
             int(settings.application_refresh_s * 1000),
         )
@@ -145,6 +150,20 @@ def build(
     return Runtime(settings, store, app, engine, publisher, maintenance, express_publisher)
 
 
+def check_secrets_open(secrets: StoredSecrets) -> None:
+    """Refuse to start when a stored webhook secret opens with none of CLOCK_SECRET_KEYS (a
+    key dropped too soon, or none set), naming the applications."""
+    unreadable = secrets.unreadable()
+    if unreadable:
+        shown = ", ".join(unreadable[:10]) + (", ..." if len(unreadable) > 10 else "")
+        raise ConfigError(
+            f"CLOCK_SECRET_KEYS opens none of the webhook secrets of {len(unreadable)} "
+            f"applications ({shown}): give back the key that sealed them (any position after "
+            "the first), or rotate those secrets",
+            field="secret_keys",
+        )
+
+
 def dead_letter_relay(
     settings: Settings, store: AlarmStore, clock: Clock, metrics: Metrics
 ) -> DeadLetterRelay | None:
@@ -167,10 +186,13 @@ def build_web(
     notifier: DueNotifier,
     broker: HealthSource,
     loops: LoopSource | None = None,
+    tokens: TokenTable | LiveTokens | None = None,
 ) -> tuple[WsgiApp, AlarmStore]:
     """The HTTP side alone, for a web worker process: its own pool, the engine elsewhere
-    (`broker` and `loops` say how it is; no `loops`: /livez answers for this process alone)."""
-    tokens = load_tokens(settings.tokens, settings.tokens_file)
+    (`broker` and `loops` say how it is; no `loops`: /livez answers for this process alone).
+    The tokens are read from the settings unless given."""
+    if tokens is None:
+        tokens = load_tokens(settings.tokens, settings.tokens_file)
     store = AlarmStore(make_engine(settings.database_url, settings.db_pool_size))
     services = Services(
         settings, store, SystemClock(), Metrics(), notifier, broker, tokens, loops=loops

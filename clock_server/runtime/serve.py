@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import time
 
-from clock_server.api.tokens import TokenTable, check_exposure, load_tokens
+from clock_server.api.tokens import LiveTokens, TokenTable, check_exposure, load_tokens
 from clock_server.runtime.build import build
 from clock_server.runtime.http_server import create_http_server, stop_requests_by
 from clock_server.runtime.process import freeze_startup_objects
-from clock_server.runtime.signals import ShutdownSignals
+from clock_server.runtime.signals import ReloadSignal, ShutdownSignals
 from clock_server.runtime.supervisor import Supervisor
+from clock_server.runtime.token_reload import TokenReloads
 from clock_server.settings import Settings, mask_url
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,8 @@ class _Shutdown(SystemExit):
 def serve(settings: Settings) -> None:
     """Run the API under waitress and the engine until SIGTERM or SIGINT; a second one exits.
 
-    With CLOCK_WEB_PROCESSES > 1 the API runs in that many worker processes instead."""
+    With CLOCK_WEB_PROCESSES > 1 the API runs in that many worker processes instead. SIGHUP
+    reads CLOCK_TOKENS_FILE again (token_reload), as does a change of the file."""
     tokens = load_tokens(settings.tokens, settings.tokens_file)
     check_exposure(settings.host, tokens, settings.allow_unauthenticated)
     log.info(
@@ -37,18 +39,25 @@ def serve(settings: Settings) -> None:
     )
     log.info("settings: %s", settings.describe(), extra={"action": "server_settings"})
     log_authentication(settings, tokens)
+    log_secret_keys(settings)
     if settings.web_processes > 1:
-        Supervisor(settings).run()
+        supervisor = Supervisor(settings)
+        with ReloadSignal(supervisor.reload_tokens):
+            supervisor.run()
         return
-    _serve_one_process(settings, tokens)
+    live = LiveTokens(tokens)
+    reloads = TokenReloads(settings.tokens_file, live)
+    with ReloadSignal(reloads.request):
+        _serve_one_process(settings, live, reloads)
 
 
-def _serve_one_process(settings: Settings, tokens: TokenTable) -> None:
+def _serve_one_process(settings: Settings, tokens: LiveTokens, reloads: TokenReloads) -> None:
     runtime = build(settings, tokens=tokens)
     assert runtime.app is not None
     server = create_http_server(runtime.app, settings)
     freeze_startup_objects()
     runtime.start()
+    reloads.start()
 
     def on_first() -> None:
         stop_requests_by(server, signals.deadline_or_new())
@@ -67,6 +76,7 @@ def _serve_one_process(settings: Settings, tokens: TokenTable) -> None:
             log.info("shutting down after %.0f s", time.monotonic() - started,
                      extra={"action": "server_stopping"})  # fmt: skip
             deadline = signals.deadline_or_new()
+            reloads.stop()
             server.close()
             runtime.stop(deadline)
 
@@ -86,4 +96,18 @@ def log_authentication(settings: Settings, tokens: TokenTable) -> None:
         settings.host,
         settings.port,
         extra={"action": "authentication_off"},
+    )
+
+
+def log_secret_keys(settings: Settings) -> None:
+    """Say at start how webhook secrets are stored; a warning when unencrypted."""
+    if settings.secret_keys:
+        log.info("webhook secrets are stored encrypted (%d keys in CLOCK_SECRET_KEYS)",
+                 len(settings.secret_keys.split(",")),
+                 extra={"action": "secret_keys_on"})  # fmt: skip
+        return
+    log.warning(
+        "webhook secrets are stored unencrypted in the database: set CLOCK_SECRET_KEYS to "
+        "encrypt them, then run clock-server reencrypt-secrets",
+        extra={"action": "secret_keys_off"},
     )

@@ -1,4 +1,5 @@
-"""SIGTERM and SIGINT: the first asks for a shutdown under one deadline, a second exits at once."""
+"""SIGTERM and SIGINT: the first asks for a shutdown under one deadline, a second exits at once.
+SIGHUP asks for the tokens to be read again, and never ends the process."""
 
 from __future__ import annotations
 
@@ -76,3 +77,23 @@ class ShutdownSignals:
         log.error("shutdown took longer than CLOCK_SHUTDOWN_TIMEOUT_S=%g s: exiting now",
                   self.timeout_s, extra={"action": "shutdown_late"})  # fmt: skip
         self.exit_now(1)
+
+
+class ReloadSignal:
+    """While entered, SIGHUP calls `on_reload` (in the main thread, where a signal handler
+    runs: it should only wake something) instead of ending the process. Leaving restores the
+    handler that was there before."""
+
+    def __init__(self, on_reload: Callable[[], None]) -> None:
+        self.on_reload = on_reload
+        self._previous: Any = None
+
+    def __enter__(self) -> ReloadSignal:
+        self._previous = signal.signal(signal.SIGHUP, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGHUP, self._previous)
+
+    def _handle(self, _signum: int, _frame: FrameType | None) -> None:
+        self.on_reload()

@@ -5,7 +5,8 @@ thread and one process serves about a thousand creates a second. With CLOCK_WEB_
 this process keeps the engine (claims, ring, broker) and starts that many web workers, each
 on its own listening socket of the same port (SO_REUSEPORT, so that the kernel spreads new
 connections over them; one shared socket elsewhere); workers wake the engine through a pipe and
-read the broker's health and the engine's loops from a status file.
+read the broker's health and the engine's loops from a status file. SIGHUP is passed on to
+the workers, each of which reads CLOCK_TOKENS_FILE again (token_reload).
 """
 
 from __future__ import annotations
@@ -90,6 +91,13 @@ class Supervisor:
         os.close(write_fd)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def reload_tokens(self) -> None:
+        """SIGHUP: each web worker reads the tokens again (the engine process serves none).
+        Only sends signals: safe in a signal handler."""
+        for worker in self.workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGHUP)
+
     def _spawn(self, listener: socket.socket, write_fd: int) -> subprocess.Popen[bytes]:
         env = {
             **os.environ,
@@ -98,11 +106,16 @@ class Supervisor:
             "CLOCK_WORKER_STATUS_FILE": str(self.status.path),
             "CLOCK_WORKER_SUPERVISOR_PID": str(os.getpid()),
         }
-        return subprocess.Popen(
-            [sys.executable, "-m", "clock_server.runtime.web_process"],
-            env=env,
-            pass_fds=(listener.fileno(), write_fd),
-        )
+        # Blocked until the worker has its SIGHUP handler: a reload asked meanwhile waits.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "clock_server.runtime.web_process"],
+                env=env,
+                pass_fds=(listener.fileno(), write_fd),
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     def _report(self, runtime: Runtime) -> None:
         """Refresh the status file the workers read for /healthz and /livez."""

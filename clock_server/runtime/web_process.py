@@ -11,12 +11,14 @@ import threading
 import time
 from pathlib import Path
 
+from clock_server.api.tokens import LiveTokens, load_tokens
 from clock_server.engine.alarm_engine import wake_horizon_ms
 from clock_server.runtime.build import build_web
 from clock_server.runtime.http_server import create_http_server, stop_requests_by
 from clock_server.runtime.ipc import EngineStatusFile, PipeNotifier
 from clock_server.runtime.process import configure_logging, freeze_startup_objects
-from clock_server.runtime.signals import ShutdownSignals
+from clock_server.runtime.signals import ReloadSignal, ShutdownSignals
+from clock_server.runtime.token_reload import TokenReloads
 from clock_server.settings import Settings
 from clock_server.timesource import SystemClock
 
@@ -38,7 +40,9 @@ def main() -> int:
         int(os.environ["CLOCK_WORKER_NOTIFY_FD"]), wake_horizon_ms(settings), clock
     )
     status = EngineStatusFile(Path(os.environ["CLOCK_WORKER_STATUS_FILE"]), clock)
-    app, store = build_web(settings, notifier=notifier, broker=status, loops=status)
+    tokens = LiveTokens(load_tokens(settings.tokens, settings.tokens_file))
+    reloads = TokenReloads(settings.tokens_file, tokens)
+    app, store = build_web(settings, notifier=notifier, broker=status, loops=status, tokens=tokens)
     server = create_http_server(app, settings, sockets=[listener])
     freeze_startup_objects()
 
@@ -47,8 +51,16 @@ def main() -> int:
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; Ctrl-C reaches it
-    with ShutdownSignals(settings.shutdown_timeout_s, on_first, (signal.SIGTERM,)) as signals:
+    with (
+        ShutdownSignals(settings.shutdown_timeout_s, on_first, (signal.SIGTERM,)) as signals,
+        ReloadSignal(reloads.request),
+    ):
+        # The supervisor starts a worker with SIGHUP blocked, so that one sent before this
+        # point waits for the handler instead of ending the process.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
+        reloads.start()
         server.run()  # returns once SIGTERM has ended its loop and its requests
+        reloads.stop()
         server.close()
         store.close()
     return 0

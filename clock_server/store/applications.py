@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Mapping
 
@@ -21,16 +22,21 @@ from clock_server.model import (
 )
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.schema import alarm_table, application_table
+from clock_server.store.secret_box import SecretBox, SecretUnreadable
 from clock_server.store.sql import translate_errors
+
+log = logging.getLogger(__name__)
 
 _NEXT_MINUTE_MS = 60_000
 
 
 class SqlApplicationRegistry:
-    """One row per application in `clock_application`."""
+    """One row per application in `clock_application`. Its webhook secrets are stored
+    sealed by `box` (see secret_box) and read back in the clear."""
 
-    def __init__(self, store: AlarmStore) -> None:
+    def __init__(self, store: AlarmStore, box: SecretBox | None = None) -> None:
         self.store = store
+        self.box = box or SecretBox()
 
     def get(self, name: str) -> ApplicationPolicy:
         """The application's row; NotFound when it is not registered."""
@@ -39,13 +45,13 @@ class SqlApplicationRegistry:
             row = conn.execute(query).first()
         if row is None:
             raise NotFound(f"no application {name!r} is registered")
-        return _policy(row._mapping)
+        return self._policy(row._mapping)
 
     def all(self) -> list[ApplicationPolicy]:
         """Every registered application, by name."""
         query = select(application_table).order_by(application_table.c.name)
         with translate_errors(), self.store.engine.connect() as conn:
-            return [_policy(row._mapping) for row in conn.execute(query)]
+            return [self._policy(row._mapping) for row in conn.execute(query)]
 
     def register(self, name: str, now_ms: int) -> bool:
         """Add the application with no limits unless it is there; True when added."""
@@ -92,13 +98,13 @@ class SqlApplicationRegistry:
             if row is None:
                 raise NotFound(f"no application {name!r} is registered")
             if check is not None:
-                check(dataclasses.replace(_policy(row._mapping), **changes))  # type: ignore[arg-type]
+                check(dataclasses.replace(self._policy(row._mapping), **changes))  # type: ignore[arg-type]
             conn.execute(
                 update(application_table)
                 .where(application_table.c.name == name)
                 .values(**changes, updated_at=now_ms)
             )
-            return _policy(conn.execute(query).one()._mapping)
+            return self._policy(conn.execute(query).one()._mapping)
 
     def set_secret(
         self,
@@ -111,7 +117,7 @@ class SqlApplicationRegistry:
         """Set the secret that signs the application's webhooks (with `only_if_unset`, only
         when it has none, so two first settings agree). With `previous_until_ms`, the secret
         it replaces goes on signing beside it until then; without, it stops at once.
-        NotFound when it is not registered."""
+        NotFound when it is not registered. The secrets are stored sealed (`box`)."""
         c = application_table.c
         query = select(c.webhook_secret).where(c.name == name)
         locked = query.with_for_update() if self.store.caps.row_locks else query
@@ -126,13 +132,26 @@ class SqlApplicationRegistry:
                     update(application_table)
                     .where(c.name == name)
                     .values(
-                        webhook_secret=secret,
+                        webhook_secret=self.box.seal(secret),
                         webhook_previous_secret=current if keep else None,
                         webhook_previous_secret_until=previous_until_ms if keep else None,
                         updated_at=now_ms,
                     )
                 )
         return self.get(name)
+
+    def _policy(self, row: object) -> ApplicationPolicy:
+        """The application's policy with its secrets in the clear; a secret no key opens
+        is read as none (and logged), so that the rest of the registry is still read."""
+        mapping = dict(row)  # type: ignore[call-overload]
+        for column in ("webhook_secret", "webhook_previous_secret"):
+            try:
+                mapping[column] = self.box.open(mapping.get(column))
+            except SecretUnreadable as error:
+                log.error("application %r: %s", mapping.get("name"), error,
+                          extra={"action": "webhook_secret_unreadable"})  # fmt: skip
+                mapping[column] = None
+        return _policy(mapping)
 
     def counts(self, now_ms: int, name: str | None = None) -> dict[str, ApplicationCounts]:
         """Pending, due within a minute, overdue and dead alarms of each application that has

@@ -18,14 +18,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from sqlalchemy import insert, or_, update
+from sqlalchemy import insert, or_, select, update
 
 from clock_server.model import CANCELLED, DEAD, EXPIRED, RUNG
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.ports import PurgeBatch
 from clock_server.store.schema import (
     alarm_table,
+    application_table,
     count_increment_table,
     event_table,
     job_lease_table,
@@ -48,12 +48,12 @@ class SqlFinishedAlarmPurger:
         self.store = store
 
     def retention_overrides(self) -> dict[str, float]:
-        """The registered applications with a `retention_days` of their own."""
-        return {
-            policy.name: float(policy.retention_days)
-            for policy in SqlApplicationRegistry(self.store).all()
-            if policy.retention_days is not None
-        }
+        """The registered applications with a `retention_days` of their own (read alone:
+        not their sealed webhook secrets)."""
+        c = application_table.c
+        query = select(c.name, c.retention_days).where(c.retention_days.is_not(None))
+        with translate_errors(), self.store.engine.connect() as conn:
+            return {name: float(days) for name, days in conn.execute(query)}
 
     def purge_batch(
         self,

@@ -143,12 +143,12 @@ application_table = Table(
     # or "pull".
     Column("channel", String(16), nullable=False, server_default="amqp"),
     Column("webhook_url", String(2048), nullable=True),
-    Column("webhook_secret", String(128), nullable=True),
+    Column("webhook_secret", String(255), nullable=True),  # sealed: see store/secret_box.py
     Column("webhook_timeout_s", Double, nullable=True),
     Column("webhook_max_in_flight", Integer, nullable=True),
     Column("pull_visibility_s", Double, nullable=True),
     # The secret a rotation replaced, still signing beside the new one until this (epoch ms).
-    Column("webhook_previous_secret", String(128), nullable=True),
+    Column("webhook_previous_secret", String(255), nullable=True),
     Column("webhook_previous_secret_until", BigInteger, nullable=True),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
