@@ -4,6 +4,7 @@ must-be-0 figure is not 0."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import orjson
 
 from bench.chaos.checker import check
+from bench.chaos.nemesis import KINDS
 from bench.chaos.report import readable
 from bench.chaos.run import execute
 
@@ -23,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=10.0, help="of load and faults")
     parser.add_argument("--seed", type=int, default=1, help="draws the faults' schedule")
     parser.add_argument("--calm", action="store_true", help="no faults: every figure is 0")
+    parser.add_argument(
+        "--only", help=f"these kinds of fault only, comma-separated: {','.join(KINDS)}"
+    )
     parser.add_argument("--workdir", type=Path, help="for the records and logs (kept)")
     args = parser.parse_args(argv)
     if args.workdir is None:
@@ -30,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         args.workdir = Path(tempfile.mkdtemp(prefix=f"chaos-{stamp}-s{args.seed}-", dir=RESULTS))
     args.workdir.mkdir(parents=True, exist_ok=True)
-    execute(args.minutes, args.seed, args.workdir, calm=args.calm)
+    kinds = () if args.calm else tuple(args.only.split(",")) if args.only else KINDS
+    if unknown := set(kinds) - set(KINDS):
+        parser.error(f"no such kind of fault: {', '.join(sorted(unknown))}")
+    # A SIGTERM unwinds as Ctrl-C does, so every server the run started is stopped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    execute(args.minutes, args.seed, args.workdir, kinds)
     figures = check(args.workdir)
     (args.workdir / "summary.json").write_bytes(orjson.dumps(figures, option=orjson.OPT_INDENT_2))
     print(orjson.dumps(figures).decode())

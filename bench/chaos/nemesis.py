@@ -47,15 +47,17 @@ class Fault:
     duration_s: float
 
 
-def plan(seed: int, run_s: float, servers: int = 3, nodes: int = 3) -> list[Fault]:
-    """The faults of a run of `run_s` seconds: each one over by `run_s`."""
+def plan(
+    seed: int, run_s: float, kinds: tuple[str, ...] = KINDS, servers: int = 3, nodes: int = 3
+) -> list[Fault]:
+    """The faults of a run of `run_s` seconds, of `kinds` only: each one over by `run_s`."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     at_s = FIRST_AT_S
     round_: list[str] = []
     while True:
         if not round_:
-            round_ = list(KINDS)
+            round_ = list(kinds)
             rng.shuffle(round_)
         kind = round_.pop()
         duration = round(rng.uniform(*DURATION_S[kind]), 1)
