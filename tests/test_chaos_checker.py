@@ -203,6 +203,21 @@ def test_what_may_happen_is_not_a_broken_promise(tmp_path: Path) -> None:
     assert figures["cancelled_received_before_the_answer"] == 1
 
 
+def test_a_refused_attempt_that_differs_from_the_ring_is_no_second_ring(tmp_path: Path) -> None:
+    """A webhook answered 500 at the deadline; a count reached N before the retry, which rang
+    by count: one ring taken, the attempts differing."""
+    records = [
+        created(alarm("b1", ring_after_count=1)),
+        told("count", 200, T + 100, "/v1/alarms/a/b1/count", request={"increment_id": "i1"}),
+        final("b1", "rung"),
+    ]
+    refused = {**delivery("b1", T, trigger="time", count=0), "accepted": False}
+    received = [refused, delivery("b1", T + 200, attempt=2, trigger="count", count=1)]
+    figures = judge(tmp_path, records, received)
+    assert figures["failed"] == [], {name: figures[name] for name in MUST_BE_ZERO}
+    assert figures["count_attempts_that_differ"] == 1 and figures["duplicates"] == 0
+
+
 def test_the_checker_imports_nothing_of_clock_server() -> None:
     """It judges what clients and consumers saw, not what the service says of itself."""
     imported = set()

@@ -59,6 +59,7 @@ def check(workdir: Path) -> dict[str, Any]:
         "received": sum(1 for t in ledger.alarms.values() if t.accepted and _got(t, ledger)),
         "received_not_rung": _received_not_rung(ledger),
         "cancelled_received_before_the_answer": _cancelled_received(ledger),
+        "count_attempts_that_differ": _count_attempts_that_differ(ledger),
         "duplicates": duplicates,
         "duplicated_alarms": duplicated,
         "duplicate_bound": bound,
@@ -95,7 +96,8 @@ def _judge(told: Told, ledger: Ledger) -> dict[str, bool]:
         ):
             verdict["message_id_unstable"] = True
         if told.ring_after_count is not None:
-            rings.add((message.get("trigger"), message.get("count")))
+            if delivery["accepted"]:  # a copy the receiver refused is no ring
+                rings.add((message.get("trigger"), message.get("count")))
             if (
                 message.get("trigger") == "count"
                 and message.get("count", 0) < told.ring_after_count
@@ -163,6 +165,18 @@ def _received_not_rung(ledger: Ledger) -> dict[str, int]:
 
 def _cancelled_received(ledger: Ledger) -> int:
     return sum(1 for t in ledger.alarms.values() if t.cancel_ok_ms is not None and _got(t, ledger))
+
+
+def _count_attempts_that_differ(ledger: Ledger) -> int:
+    """Count alarms whose copies, taken or refused, differ in what made them ring: a count
+    reached while a failed attempt waited for its retry changes the next one's message."""
+    differ = 0
+    for told in ledger.alarms.values():
+        if told.ring_after_count is not None:
+            deliveries = ledger.deliveries.get(told.key, [])
+            rings = {(d["message"].get("trigger"), d["message"].get("count")) for d in deliveries}
+            differ += len(rings) > 1
+    return differ
 
 
 def _lateness(ledger: Ledger) -> dict[str, int]:

@@ -24,7 +24,9 @@ def readable(figures: dict[str, Any]) -> str:
         f"final status of the accepted: {final}",
         f"received by their application: {figures['received']}; received but not rung in the "
         f"end: {figures['received_not_rung'] or 'none'}; cancelled with a 200 yet received "
-        f"(published before the answer): {figures['cancelled_received_before_the_answer']}",
+        f"(published before the answer): {figures['cancelled_received_before_the_answer']}; "
+        f"count alarms whose attempts differ in trigger or count: "
+        f"{figures['count_attempts_that_differ']}",
         f"duplicates: {figures['duplicates']} extra publishes taken, of "
         f"{figures['duplicated_alarms']} alarms (bound {figures['duplicate_bound']}); the "
         f"broker's redeliveries of one publish: {figures['broker_redeliveries']}; deliveries "
