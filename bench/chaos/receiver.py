@@ -26,7 +26,7 @@ class WebhookReceiver:
         self.recorder = recorder
         self.mode = "ok"
         self._released = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -90,3 +90,11 @@ class WebhookReceiver:
                 return
 
         return Handler
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A connection clock closed under a call (a server killed, a call given up on) ends its
+    thread without a traceback."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        return
