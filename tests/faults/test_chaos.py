@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.process]
 MINUTES, SEED = 1.5, 7  # the schedule of seed 7 has every kind of fault within 90 s
 
 
-@pytest.mark.timeout(480)  # measured: 170 s
+@pytest.mark.timeout(480)  # measured: 170 to 231 s
 def test_ninety_seconds_of_chaos_break_no_promise(tmp_path: Path) -> None:
     faults = nemesis.plan(SEED, MINUTES * 60)
     assert {fault.kind for fault in faults} == set(nemesis.KINDS)
