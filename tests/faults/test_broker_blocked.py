@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from tests.faults.harness import judge
-from tests.faults.rabbit_cluster import RabbitCluster
+from bench.chaos.cluster import RabbitCluster
 from tests.support import Cluster, mariadb_database
 
 pytestmark = [pytest.mark.fault, pytest.mark.process, pytest.mark.mariadb]

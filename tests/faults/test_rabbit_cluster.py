@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.chaos.cluster import RabbitCluster
 from tests.faults.harness import judge
-from tests.faults.rabbit_cluster import RabbitCluster
 from tests.support import Cluster, mariadb_database
 
 pytestmark = [pytest.mark.fault, pytest.mark.process, pytest.mark.mariadb]

@@ -1,4 +1,5 @@
-"""A three-node RabbitMQ cluster started beside the machine's own broker, for fault cases.
+"""A three-node RabbitMQ cluster started beside the machine's own broker, for the fault suite
+and the chaos run.
 
 Each node gets its own name, ports, config, data and log directories (owned by the rabbitmq
 user), so the main node on 5672 is never touched. stop() ends every node, whatever happened.
@@ -6,14 +7,17 @@ user), so the main node on 5672 is never touched. stop() ends every node, whatev
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from tests.support import free_port
+from bench.chaos.ports import free_port
 
 
 class RabbitCluster:
@@ -44,11 +48,23 @@ class RabbitCluster:
         """Stop one node's broker (the Erlang node stays, as `rabbitmqctl stop_app` leaves it)."""
         _ctl(self.names[index], "stop_app")
 
+    def start_node(self, index: int) -> None:
+        """Start a node's broker again after stop_node; it rejoins the cluster."""
+        _ctl(self.names[index], "start_app", timeout=120)
+
     def stop(self) -> None:
         for name in self.names:
-            subprocess.run(["rabbitmqctl", "-q", "-n", name, "stop"], capture_output=True,
-                           timeout=60, check=False)  # fmt: skip
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                subprocess.run(["rabbitmqctl", "-q", "-n", name, "stop"], capture_output=True,
+                               timeout=60, check=False)  # fmt: skip
+            self._kill_leftover(name)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _kill_leftover(self, name: str) -> None:
+        """A node that `rabbitmqctl stop` did not end is killed by the pid it wrote."""
+        pid_file = self.directory / name.split("@")[0] / "pid"
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
 
     def _start_node(self, name: str, port: int) -> None:
         home = self.directory / name.split("@")[0]
