@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.faults.harness import judge
 from bench.chaos.cluster import RabbitCluster
+from tests.faults.harness import judge
 from tests.support import Cluster, mariadb_database
 
 pytestmark = [pytest.mark.fault, pytest.mark.process, pytest.mark.mariadb]
