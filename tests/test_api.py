@@ -1179,6 +1179,19 @@ def test_hostile_urls_are_4xx(api, url: str, method: str) -> None:
         assert_4xx(response)
 
 
+@pytest.mark.parametrize(
+    "cursor",
+    [b64('["\\ud800"]'), b64('["a\\udfff"]'), b64('["\\u0000' + "x" * 128 + '"]'), b64('[""]')],
+)
+def test_a_forged_key_cursor_is_400(api, cursor: str) -> None:
+    """A cursor of the key order holding a lone surrogate (not text) or a key out of its
+    rules was a 500 once it reached the database."""
+    create(api, business_id="k1")
+    query = {"application": "app", "business_id_prefix": "k", "cursor": cursor}
+    response = api.client.get("/v1/alarms", query_string=query)
+    assert_error(response, 400, "validation_error", "cursor")
+
+
 def test_cursor_beyond_the_last_id_is_an_empty_page(api) -> None:
     create(api)
     assert list_page(api, cursor=b64("[9223372036854775807]")) == {

@@ -340,9 +340,19 @@ def decode_cursor(cursor: str, order: str) -> tuple[Any, ...]:
 
 def _is_position(order: str, value: list[Any]) -> bool:
     if order == BY_KEY:
-        return len(value) == 1 and isinstance(value[0], str) and 0 < len(value[0]) <= 128
+        return len(value) == 1 and isinstance(value[0], str) and _is_key(value[0])
     width = 2 if order == BY_DUE else 1
     return len(value) == width and all(type(part) is int and 0 <= part < 2**63 for part in value)
+
+
+def _is_key(value: str) -> bool:
+    """A business_id: 1 to 128 characters of text (JSON may spell a lone surrogate, which no
+    UTF-8 column can hold)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return 0 < len(value) <= 128
 
 
 def _one_target(target: int | None, delay: int | None, now_ms: int, required: bool) -> int | None:
