@@ -443,6 +443,8 @@ BAD_APPLICATIONS = [
     "\uff41pp",  # fullwidth a
     "app\x00",
     "a:b",
+    ".",
+    "..",
 ]
 
 
@@ -452,6 +454,21 @@ def test_application_outside_the_pattern_is_400(api, application: str) -> None:
         assert_error(
             post(api, body(application=application)), 400, "validation_error", "application"
         )
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/v1/alarms/%2E%2E/x"), ("DELETE", "/v1/alarms/%2E/x"),
+     ("GET", "/v1/alarms?application=.."), ("PUT", "/v1/applications/%2E%2E"),
+     ("GET", "/v1/applications/%2E")],
+)  # fmt: skip
+def test_dot_application_names_are_400(api, method: str, path: str) -> None:
+    """ "." and ".." travel in no URL (clients remove such segments), so no application
+    may have them as its name."""
+    create(api, business_id="x")
+    with unchanged(api):
+        response = api.client.open(path, method=method, json={})
+        assert_error(response, 400, "validation_error", "application")
 
 
 @pytest.mark.parametrize(

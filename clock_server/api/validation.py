@@ -16,6 +16,7 @@ from clock_server.errors import PayloadTooLarge, ValidationError
 from clock_server.model import (
     APPLICATION_CHARS,
     APPLICATION_PATTERN,
+    DOT_SEGMENTS,
     MAX_EPOCH_MS,
     MAX_INCREMENT_BY,
     MAX_RING_AFTER_COUNT,
@@ -38,8 +39,18 @@ def _utf8(value: str) -> str:
 
 Text = Annotated[str, AfterValidator(_utf8)]
 EpochMs = Annotated[int, Field(ge=0, le=MAX_EPOCH_MS, description="epoch milliseconds, UTC")]
+
+
+def _not_dots(value: str) -> str:
+    if value in DOT_SEGMENTS:
+        raise PydanticCustomError("dot_segment", "must not be '.' or '..'")
+    return value
+
+
 Application = Annotated[
-    str, Field(pattern=APPLICATION_PATTERN, description="routing key and queue suffix")
+    str,
+    Field(pattern=APPLICATION_PATTERN, description="routing key and queue suffix"),
+    AfterValidator(_not_dots),
 ]
 BusinessId = Annotated[Text, Field(min_length=1, max_length=128)]
 DelayMs = Annotated[int, Field(ge=0, le=MAX_EPOCH_MS, description="ring this many ms from now")]
