@@ -102,6 +102,7 @@ def update_alarm(application: str, business_id: str) -> Response:
     data = json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
     changes = validation.alarm_changes(data, now_ms, svc.settings.payload_max_bytes)
+    svc.admission.admit_change(application, now_ms)
     alarm = svc.store.update(application, business_id, changes, now_ms, actor=actor(application))
     if changes.target_ring_at is not None:
         notify(svc, alarm.next_try_time)
@@ -128,6 +129,7 @@ def count_alarm(application: str, business_id: str) -> Response:
     data = optional_json_body(INCREMENT_MAX_BYTES, "1 KiB")
     increment_id, by = validation.increment(data)
     now_ms = svc.clock.now_ms()
+    svc.admission.admit_change(application, now_ms)
     counted = svc.counts.count(
         application, business_id, increment_id, by, now_ms, actor=actor(application)
     )
