@@ -586,3 +586,23 @@ def test_two_applications_cannot_take_every_waiting_slot():
     assert slots.in_use == 0
     with slots.waiting("greedy-1"):  # every slot was given back
         assert slots.in_use == 1
+
+
+def test_a_pull_leases_only_what_fits_the_byte_cap_and_leaves_the_rest_ready(harness: Harness):
+    """A pull of 100 messages with 64 KiB payloads of control characters was a 38 MiB
+    answer. It now leases what fits CLOCK_PAGE_MAX_BYTES; the rest stay ready, unleased."""
+    h = harness
+    ids = {h.create(f"big-{i}", NOW + 1_000, payload="\x01" * 65_536) for i in range(25)}
+    h.clock.set(NOW + 1_000)
+    h.step()
+    got: list[str] = []
+    sizes: list[int] = []
+    while len(got) < len(ids):
+        response = h.pull(max=100)
+        assert response.status_code == 200
+        sizes.append(len(response.get_data()))
+        messages = response.get_json()["messages"]
+        assert messages and all(m["attempt"] == 1 for m in messages)
+        got += [m["id"] for m in messages]
+    assert sorted(got) == sorted(str(i) for i in ids)  # each once, on its first lease
+    assert max(sizes) <= h.settings.page_max_bytes and len(sizes) == 3  # 10, 10 and 5
