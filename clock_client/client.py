@@ -14,7 +14,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from .errors import ClockError, NotFound, Unavailable, error_from_response
+from .errors import ClockError, NotFound, Unavailable, ValidationError, error_from_response
 from .models import (
     APPLICATION_SETTINGS,
     AckResult,
@@ -72,7 +72,13 @@ def _filter_fields(
     return fields
 
 
-def _segment(value: str) -> str:
+def _segment(value: str, field: str) -> str:
+    """`value` as one path segment. "." and ".." cannot be one: HTTP clients remove them
+    from a path, so the call would reach another route or another alarm."""
+    if value in (".", ".."):
+        raise ValidationError(
+            f"{field} must not be {value!r}: it cannot travel in a URL", field=field
+        )
     return quote(value, safe="")
 
 
@@ -471,7 +477,7 @@ class ClockClient:
         return ack_result_from_json(answer)
 
     def _application_path(self, name: str) -> str:
-        return f"/v1/applications/{_segment(name)}"
+        return f"/v1/applications/{_segment(name, 'application')}"
 
     def _bulk(self, path: str, body: dict[str, Any]) -> int:
         """Call a bulk action until it answers done (each call works for a bounded time
@@ -484,7 +490,10 @@ class ClockClient:
                 return changed
 
     def _alarm_path(self, application: str, business_id: str) -> str:
-        return f"/v1/alarms/{_segment(application)}/{_segment(business_id)}"
+        return (
+            f"/v1/alarms/{_segment(application, 'application')}/"
+            f"{_segment(business_id, 'business_id')}"
+        )
 
     def _request(
         self, method: str, path: str, timeout: float | None = None, **kwargs: Any

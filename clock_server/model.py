@@ -30,14 +30,20 @@ PULL = "pull"  # leased to the application's pullers over HTTP, acked by id
 CHANNELS = (AMQP, WEBHOOK, PULL)
 
 # An application names a routing key and a queue (clock.<application>): the one rule for it.
-APPLICATION_CHARS = "A-Z, a-z, 0-9, '.', '_' or '-'"
+APPLICATION_CHARS = "A-Z, a-z, 0-9, '.', '_' or '-', other than '.' and '..'"
 APPLICATION_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
 _APPLICATION_RE = re.compile(APPLICATION_PATTERN)
 
 
+# Names made only of the pattern's characters that a URL cannot carry as a path segment:
+# clients and proxies remove "." and ".." segments, so a call for "../alarms/x" would act
+# on another path.
+DOT_SEGMENTS = frozenset({".", ".."})
+
+
 def is_application_name(name: str) -> bool:
-    """1 to 64 characters of APPLICATION_CHARS."""
-    return _APPLICATION_RE.fullmatch(name) is not None
+    """1 to 64 characters of APPLICATION_CHARS, other than "." and ".."."""
+    return _APPLICATION_RE.fullmatch(name) is not None and name not in DOT_SEGMENTS
 
 
 @dataclass(frozen=True, slots=True)

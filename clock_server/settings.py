@@ -71,6 +71,7 @@ class Settings:
     batch_max_items: int = 1_000
     batch_max_bytes: int = 16 * 1024 * 1024
     list_max_limit: int = 1_000
+    page_max_bytes: int = 4 * 1024 * 1024  # the largest list page or pull answer
     db_pool_size: int = 20
     shutdown_timeout_s: float = 10.0
     loop_stall_s: float = 60.0  # /livez: see loop_stall_ms
@@ -116,6 +117,7 @@ class Settings:
             "batch_max_items",
             "batch_max_bytes",
             "list_max_limit",
+            "page_max_bytes",
             "db_pool_size",
             "shutdown_timeout_s",
             "loop_stall_s",
@@ -145,6 +147,13 @@ class Settings:
                 "a batch can carry any one alarm a single create takes (six bytes per payload "
                 "byte, as JSON may escape them, and 16 KiB more)",
                 field="batch_max_bytes",
+            )
+        if self.page_max_bytes < self.single_body_max_bytes:
+            raise ConfigError(
+                f"CLOCK_PAGE_MAX_BYTES must be at least {self.single_body_max_bytes}, so that "
+                "a page can hold any one alarm (six bytes per payload byte, as JSON may escape "
+                "them, and 16 KiB more)",
+                field="page_max_bytes",
             )
         if self.queue_type not in ("classic", "quorum"):
             raise ConfigError(

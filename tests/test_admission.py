@@ -434,3 +434,31 @@ def test_two_servers_of_two_web_processes_admit_at_most_burst_plus_rate_times_t(
         print(f"admitted {admitted} in {elapsed_s:.2f} s; bound {bound:.0f}; {dict(statuses)}")
         assert admitted <= bound
         assert admitted >= 0.8 * bound - 4, (admitted, bound)
+
+
+def test_patch_and_count_are_limited_at_the_creation_rate_in_a_bucket_of_their_own(
+    api: Server,
+) -> None:
+    """Changes were never limited: an application over its rate could still PATCH and count
+    without end. They now take create_rate_per_s's tokens from a bucket of their own."""
+    name = unique("app")
+    register(api.store, name, create_rate_per_s=2, create_burst=3)
+    assert api.create(name, "a", ring_after_count=1_000).status_code == 201
+    url = f"/v1/alarms/{name}/a"
+    answers = [api.client.patch(url, json={"delay_ms": i}).status_code for i in range(1, 3)]
+    answers.append(api.client.post(url + "/count", json={}).status_code)
+    assert answers == [200, 200, 200]
+    before = api.store.get(name, "a")
+    for refused in (api.client.patch(url, json={"delay_ms": 9}), api.client.post(url + "/count")):
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+        error = error_of(refused)
+        assert error["code"] == "rate_limited" and error["retry_after_s"] == 1
+        assert "changes/s" in error["message"] and "create_rate_per_s" in error["message"]
+    assert api.store.get(name, "a") == before  # nothing changed by the refused ones
+    assert api.create(name, "b").status_code == 201  # creates keep their own bucket
+    api.clock.advance(500)
+    assert api.client.post(url + "/count", json={}).status_code == 200
+    other = unique("app")  # no limits: changes as before
+    assert api.create(other, "x").status_code == 201
+    for i in range(20):
+        assert api.client.patch(f"/v1/alarms/{other}/x", json={"delay_ms": i}).status_code == 200

@@ -443,6 +443,8 @@ BAD_APPLICATIONS = [
     "\uff41pp",  # fullwidth a
     "app\x00",
     "a:b",
+    ".",
+    "..",
 ]
 
 
@@ -452,6 +454,21 @@ def test_application_outside_the_pattern_is_400(api, application: str) -> None:
         assert_error(
             post(api, body(application=application)), 400, "validation_error", "application"
         )
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/v1/alarms/%2E%2E/x"), ("DELETE", "/v1/alarms/%2E/x"),
+     ("GET", "/v1/alarms?application=.."), ("PUT", "/v1/applications/%2E%2E"),
+     ("GET", "/v1/applications/%2E")],
+)  # fmt: skip
+def test_dot_application_names_are_400(api, method: str, path: str) -> None:
+    """ "." and ".." travel in no URL (clients remove such segments), so no application
+    may have them as its name."""
+    create(api, business_id="x")
+    with unchanged(api):
+        response = api.client.open(path, method=method, json={})
+        assert_error(response, 400, "validation_error", "application")
 
 
 @pytest.mark.parametrize(
@@ -1177,6 +1194,19 @@ def test_hostile_urls_are_4xx(api, url: str, method: str) -> None:
     with unchanged(api):
         response = api.client.open(url, method=method, json={"payload": "p"})
         assert_4xx(response)
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [b64('["\\ud800"]'), b64('["a\\udfff"]'), b64('["\\u0000' + "x" * 128 + '"]'), b64('[""]')],
+)
+def test_a_forged_key_cursor_is_400(api, cursor: str) -> None:
+    """A cursor of the key order holding a lone surrogate (not text) or a key out of its
+    rules was a 500 once it reached the database."""
+    create(api, business_id="k1")
+    query = {"application": "app", "business_id_prefix": "k", "cursor": cursor}
+    response = api.client.get("/v1/alarms", query_string=query)
+    assert_error(response, 400, "validation_error", "cursor")
 
 
 def test_cursor_beyond_the_last_id_is_an_empty_page(api) -> None:

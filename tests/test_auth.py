@@ -661,3 +661,142 @@ def test_server_process_reads_a_tokens_file(tmp_path: Path) -> None:
     assert "AUTHENTICATION IS OFF" not in log
     for secret in SECRETS:
         assert secret not in log
+
+
+# --- every route with every kind of grant ----------------------------------------------------
+
+ORDERS_READ = "orders-reader-token-0123456"  # orders, reads only
+OPS_READ = "operator-reader-token-01234"  # every application, reads only
+GRANTS = {
+    "admin": ADMIN,
+    "admin_read": OPS_READ,
+    "app": ORDERS,
+    "app_read": ORDERS_READ,
+    "other_app": OTHER,
+}
+HOOK = "https://93.184.215.14/hooks/clock-7f3a?token=s3cr3t-in-the-query"
+
+# (method, path, body, who may: "admin" for admin tokens only, "app" for a token of the
+# application too, "any" for every valid token; and whether it only reads).
+ROUTES: list[tuple[str, str, Any, str, bool]] = [
+    ("POST", "/v1/alarms", body(application="orders", business_id="n"), "app", False),
+    ("POST", "/v1/alarms/batch", {"alarms": [body(application="orders")]}, "app", False),
+    ("GET", "/v1/alarms/orders/b1", None, "app", True),
+    ("PATCH", "/v1/alarms/orders/b1", {"payload": "changed"}, "app", False),
+    ("DELETE", "/v1/alarms/orders/b2", None, "app", False),
+    ("POST", "/v1/alarms/orders/b3/count", {}, "app", False),
+    ("GET", "/v1/alarms/orders/b1/events", None, "app", True),
+    ("GET", "/v1/alarms?application=orders", None, "app", True),
+    ("GET", "/v1/alarms", None, "admin", True),
+    ("GET", "/v1/whoami", None, "any", True),
+    ("GET", "/v1/applications", None, "admin", True),
+    ("GET", "/v1/applications/orders", None, "admin", True),
+    ("PUT", "/v1/applications/fresh", {}, "admin", False),
+    ("PATCH", "/v1/applications/orders", {"max_pending": 50}, "admin", False),
+    ("GET", "/v1/applications/orders/webhook-secret", None, "secrets", True),
+    ("POST", "/v1/applications/orders/webhook-secret", {}, "admin", False),
+    ("POST", "/v1/alarms/orders/b1/redrive", {}, "app", False),
+    ("POST", "/v1/alarms/redrive", {}, "admin", False),
+    ("POST", "/v1/alarms/cancel", {"application": "nothing"}, "admin", False),
+    ("GET", "/v1/overview", None, "admin", True),
+    ("POST", "/v1/applications/orders/pull", {}, "app", False),
+    ("POST", "/v1/applications/orders/ack", {"ids": ["1"]}, "app", False),
+]
+
+
+def _allowed(who: str, reads: bool, grant: str) -> bool:
+    if grant.endswith("_read") and not reads:
+        return False
+    if who == "any":
+        return True
+    if who == "secrets":
+        return grant == "admin"
+    if who == "admin":
+        return grant in ("admin", "admin_read")
+    return grant in ("admin", "admin_read", "app", "app_read")
+
+
+@pytest.fixture
+def matrix_api(store: AlarmStore, fake_clock: SettableClock) -> AuthApi:
+    tokens = f"{TOKENS}; {ORDERS_READ}=orders:read; {OPS_READ}=*:read"
+    settings = Settings(payload_max_bytes=1024, tokens=tokens, webhook_allow_private=True)
+    api = AuthApi.__new__(AuthApi)
+    services = Services(
+        settings,
+        store,
+        fake_clock,
+        Metrics(),
+        publisher=InMemoryPublisher(),
+        tokens=load_tokens(settings.tokens, settings.tokens_file),
+    )
+    api.app = create_app(services)
+    api.client = api.app.test_client()
+    api.store, api.clock = store, fake_clock
+    return api
+
+
+def test_the_routes_listed_are_every_v1_route(matrix_api: AuthApi) -> None:
+    served = {
+        (method, rule.rule)
+        for rule in matrix_api.app.url_map.iter_rules()
+        if rule.rule.startswith("/v1")
+        for method in rule.methods or ()
+        if method not in ("HEAD", "OPTIONS")
+    }
+    listed = {(method, matrix_api.app.url_map.bind("x").match(path.split("?")[0], method)[0])
+              for method, path, *_ in ROUTES}  # fmt: skip
+    endpoints = {
+        (method, rule.endpoint)
+        for rule in matrix_api.app.url_map.iter_rules()
+        for method in rule.methods or ()
+        if (method, rule.rule) in served
+    }
+    assert listed == endpoints
+
+
+@pytest.mark.parametrize("grant", sorted(GRANTS))
+@pytest.mark.parametrize(("method", "path", "data", "who", "reads"), ROUTES)
+def test_every_route_with_every_grant(
+    matrix_api: AuthApi, method: str, path: str, data: Any, who: str, reads: bool, grant: str
+) -> None:
+    """Each grant gets past the token checks exactly where it may (any answer but 401 and
+    403), and a read-only one never sees a signing secret or a webhook URL's path or query."""
+    api = matrix_api
+    put = {"channel": "webhook", "webhook_url": HOOK}
+    assert api.open("PUT", "/v1/applications/orders", ADMIN, json=put).status_code == 201
+    for business_id in ("b1", "b2"):
+        api.create("orders", business_id)
+    counted = {**body(application="orders", business_id="b3"), "ring_after_count": 2}
+    assert api.open("POST", "/v1/alarms", ADMIN, json=counted).status_code == 201
+    secret = api.open("GET", "/v1/applications/orders/webhook-secret", ADMIN).get_json()
+    assert secret["webhook_secret"].startswith("whsec_")
+    response = api.open(method, path, GRANTS[grant], json=data)
+    text = response.get_data(as_text=True)
+    status, error = response.status_code, response.get_json().get("error")
+    if path.endswith("batch") and status == 200:  # each item gets its own answer
+        [result] = response.get_json()["results"]
+        status, error = result["status"], result.get("error")
+    if _allowed(who, reads, grant):
+        assert status not in (401, 403), text
+    else:
+        assert status == 403, text
+        assert error["code"] == "forbidden"
+    assert secret["webhook_secret"] not in text or grant == "admin"
+    if grant.endswith("_read"):
+        assert "s3cr3t" not in text and "/hooks/" not in text
+
+
+def test_a_read_only_token_sees_a_webhook_url_without_its_path_and_query(
+    matrix_api: AuthApi,
+) -> None:
+    api = matrix_api
+    put = {"channel": "webhook", "webhook_url": HOOK}
+    assert api.open("PUT", "/v1/applications/orders", ADMIN, json=put).status_code == 201
+    reader = api.open("GET", "/v1/applications/orders", OPS_READ).get_json()
+    assert reader["webhook_url"] == "https://93.184.215.14/***"
+    assert [a["webhook_url"] for a in api.open("GET", "/v1/applications", OPS_READ).get_json()[
+        "applications"]] == ["https://93.184.215.14/***"]  # fmt: skip
+    assert api.open("GET", "/v1/applications/orders", ADMIN).get_json()["webhook_url"] == HOOK
+    refused = api.open("GET", "/v1/applications/orders/webhook-secret", OPS_READ)
+    assert_error(refused, 403, "forbidden")
+    assert "only read" in refused.get_json()["error"]["message"]

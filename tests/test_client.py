@@ -920,3 +920,26 @@ def test_live_configure_errors_name_the_field(live: ClockClient) -> None:
     with pytest.raises(ValidationError) as caught:
         live.application("not a valid app!")
     assert caught.value.field == "application"
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_dot_names_are_refused_before_anything_is_sent(
+    canned: CannedServer, make_client: Callable[..., ClockClient], name: str
+) -> None:
+    """A path segment "." or ".." is removed on the way, so a cancel of ("..", "alarms/x/y")
+    once reached /v1/alarms/alarms/x/y: another alarm of the caller's."""
+    client = make_client(canned.base_url)
+    calls: list[Callable[[], object]] = [
+        lambda: client.cancel(name, "alarms/x/y"),
+        lambda: client.get(name, "b"),
+        lambda: client.update(name, "b", payload="p"),
+        lambda: client.events(name, "b"),
+        lambda: client.application(name),
+        lambda: client.cancel("app", name),
+    ]
+    for call in calls:
+        with pytest.raises(ValidationError) as refused:
+            call()
+        assert refused.value.field in ("application", "business_id")
+        assert repr(name) in refused.value.message
+    assert canned.requests == []

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import func, select
 
 from clock_client import AlarmEvent, ClockClient
 from clock_client import NotFound as ClientNotFound
@@ -16,9 +17,11 @@ from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.metrics import Metrics
 from clock_server.model import NOT_CONFIRMED
 from clock_server.settings import Settings
+from clock_server.store import events as events_store
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.schema import event_table
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import serve_wsgi, settle
 from tests.test_api import OpenApiChecker
@@ -179,3 +182,27 @@ def test_a_business_id_ending_in_events_stays_readable(harness: Harness, server:
         assert client.update("billing", "x/events", payload="q").payload == "q"
         assert [e.kind for e in client.events("billing", "x/events")] == ["created", "changed"]
         assert [e.kind for e in client.events("billing", "x")] == ["created"]
+
+
+def test_a_pending_alarm_keeps_its_latest_changes_only(harness: Harness, monkeypatch):
+    """Each PATCH wrote an event, without bound. An alarm now keeps its latest
+    MAX_CHANGE_EVENTS changes."""
+    monkeypatch.setattr(events_store, "MAX_CHANGE_EVENTS", 5)
+    h = harness
+    create = {"application": "billing", "business_id": "moving", "payload": "p",
+              "target_ring_at": NOW + 1_000}  # fmt: skip
+    assert h.call("POST", "/v1/alarms", ADMIN, json=create).status_code == 201
+    for i in range(1, 9):
+        change = {"target_ring_at": NOW + 1_000 + i} if i % 2 else {"payload": f"p{i}"}
+        assert h.call("PATCH", "/v1/alarms/billing/moving", ADMIN, json=change).status_code == 200
+    url = EVENTS.format(application="billing", business_id="moving")
+    story = h.call("GET", url, ADMIN).get_json()["events"]
+    kinds = [event["kind"] for event in story]
+    assert kinds == ["created", "changed", "moved", "changed", "moved", "changed"]
+    assert story[2]["detail"] == {"from": NOW + 1_003, "to": NOW + 1_005}  # the 5th PATCH
+    alarm_id = h.store.get("billing", "moving").id
+    with h.store.engine.connect() as conn:
+        kept = conn.execute(
+            select(func.count()).select_from(event_table).where(event_table.c.alarm_id == alarm_id)
+        ).scalar_one()
+    assert kept == 5

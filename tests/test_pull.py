@@ -3,6 +3,7 @@ and acked through the API and the store. On SQLite and MariaDB."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -17,6 +18,7 @@ from clock_server.api.tokens import load_tokens
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.maintenance import Maintenance
+from clock_server.errors import RateLimited
 from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy, NewAlarm
 from clock_server.settings import Settings
@@ -560,3 +562,47 @@ def test_with_the_broker_out_of_reach_pull_alarms_still_ring_and_amqp_ones_wait(
     assert [orjson.loads(m.body)["attempt"] for m in h.publisher.published] == [1]
     rung = h.call("GET", "/v1/alarms/orders/by-amqp", ADMIN).get_json()
     assert (rung["status"], rung["retry_times"]) == ("rung", 0)
+
+
+def test_two_applications_cannot_take_every_waiting_slot():
+    """With 32 threads 8 pulls may wait: at most 2 of one application, and the last 2 free
+    slots only for an application with none waiting. Before, two applications took all 8."""
+    slots = LongPollSlots(32)
+    held = contextlib.ExitStack()
+    taken: dict[str, int] = {}
+    with held:
+        for application in ("greedy-1", "greedy-2", "greedy-3", "late-1", "late-2", "late-3"):
+            taken[application] = 0
+            for _ in range(8):
+                try:
+                    held.enter_context(slots.waiting(application))
+                except RateLimited as refused:
+                    assert refused.retry_after_s == 1
+                    break
+                taken[application] += 1
+        assert taken == {"greedy-1": 2, "greedy-2": 2, "greedy-3": 2, "late-1": 1, "late-2": 1,
+                         "late-3": 0}  # fmt: skip
+        assert slots.in_use == slots.total == 8
+    assert slots.in_use == 0
+    with slots.waiting("greedy-1"):  # every slot was given back
+        assert slots.in_use == 1
+
+
+def test_a_pull_leases_only_what_fits_the_byte_cap_and_leaves_the_rest_ready(harness: Harness):
+    """A pull of 100 messages with 64 KiB payloads of control characters was a 38 MiB
+    answer. It now leases what fits CLOCK_PAGE_MAX_BYTES; the rest stay ready, unleased."""
+    h = harness
+    ids = {h.create(f"big-{i}", NOW + 1_000, payload="\x01" * 65_536) for i in range(25)}
+    h.clock.set(NOW + 1_000)
+    h.step()
+    got: list[str] = []
+    sizes: list[int] = []
+    while len(got) < len(ids):
+        response = h.pull(max=100)
+        assert response.status_code == 200
+        sizes.append(len(response.get_data()))
+        messages = response.get_json()["messages"]
+        assert messages and all(m["attempt"] == 1 for m in messages)
+        got += [m["id"] for m in messages]
+    assert sorted(got) == sorted(str(i) for i in ids)  # each once, on its first lease
+    assert max(sizes) <= h.settings.page_max_bytes and len(sizes) == 3  # 10, 10 and 5

@@ -47,7 +47,11 @@ def test_a_loop_may_stall_no_less_than_twice_the_publish_timeout():
 
 
 def test_the_largest_payload_setting_is_accepted_with_a_batch_limit_that_holds_it():
-    settings = Settings(payload_max_bytes=PAYLOAD_LIMIT_BYTES, batch_max_bytes=32 * 1024 * 1024)
+    settings = Settings(
+        payload_max_bytes=PAYLOAD_LIMIT_BYTES,
+        batch_max_bytes=32 * 1024 * 1024,
+        page_max_bytes=32 * 1024 * 1024,
+    )
     assert settings.payload_max_bytes == PAYLOAD_LIMIT_BYTES
     assert settings.single_body_max_bytes == 6 * PAYLOAD_LIMIT_BYTES + 16_384
 
@@ -57,6 +61,16 @@ def test_a_batch_limit_below_one_escaped_payload_names_what_it_must_be():
         Settings(batch_max_bytes=409_599)
     assert caught.value.field == "batch_max_bytes"
     assert Settings(batch_max_bytes=409_600).batch_max_bytes == 409_600
+
+
+def test_a_page_limit_below_one_escaped_alarm_names_what_it_must_be():
+    with pytest.raises(
+        ConfigError, match=r"CLOCK_PAGE_MAX_BYTES must be at least 409600"
+    ) as caught:
+        Settings(page_max_bytes=409_599)
+    assert caught.value.field == "page_max_bytes"
+    assert Settings(page_max_bytes=409_600).page_max_bytes == 409_600
+    assert Settings().page_max_bytes == 4 * 1024 * 1024
 
 
 def test_settings_read_no_file_and_building_the_app_reads_the_tokens(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ and addresses (delivery.targets)."""
 from __future__ import annotations
 
 import base64
+import logging
 import socket
 import threading
 import time
@@ -27,6 +28,7 @@ from clock_server.delivery.secrets import new_secret
 from clock_server.delivery.targets import check_target, forbidden_kind
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.errors import ValidationError
+from clock_server.runtime.process import configure_logging
 
 SECRET = new_secret()
 
@@ -549,3 +551,21 @@ def test_a_request_the_sender_cannot_make_is_an_outcome(sender):
     )
     outcome = sender.send(request("http://127.0.0.1:1/", max_connections=0))
     assert outcome.error == "failed: max_connections must be at least 1, not 0"
+
+
+def test_a_webhook_url_is_never_logged_with_its_query_string(server, sender, caplog):
+    """At DEBUG urllib3 logs each request line, query string included: a receiver's token."""
+    configure_logging("INFO")  # what the entry point does; the level is raised below
+    url = server.url.replace("?x=1", "?token=s3cr3t-t0ken&x=1")
+    urllib3_logger = logging.getLogger("urllib3")
+    urllib3_logger.setLevel(logging.DEBUG)  # as an operator chasing a webhook problem might
+    try:
+        with caplog.at_level(logging.DEBUG):
+            assert sender.send(request(url)).ok
+            assert sender.send(request(url.replace("/hooks/", "/missing/"))).ok
+    finally:
+        urllib3_logger.setLevel(logging.WARNING)
+    assert server.received[0].path == "/hooks/ring?token=s3cr3t-t0ken&x=1"
+    lines = [record.getMessage() for record in caplog.records if record.name.startswith("urllib3")]
+    assert any("/hooks/ring?***" in line for line in lines), lines
+    assert "s3cr3t" not in caplog.text

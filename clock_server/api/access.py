@@ -100,6 +100,24 @@ def authorize_admin(doing: str) -> None:
         raise Forbidden(f"only an admin token (one for '*') may {doing}")
 
 
+def authorize_secrets(doing: str) -> None:
+    """Raise Forbidden unless this request's token is an admin token that may write: a
+    signing secret lets its holder forge what every receiver accepts, so a read-only token
+    never sees one, though it reads everything else."""
+    authorize_admin(doing)
+    grant = current_grant()
+    if grant is not None and grant.read_only:
+        raise Forbidden(
+            f"this token may only read, and only an admin token without ':read' may {doing}"
+        )
+
+
+def reads_only() -> bool:
+    """Whether this request's token is configured with ':read'."""
+    grant = current_grant()
+    return grant is not None and grant.read_only
+
+
 def admin_actor() -> str:
     """Who an admin request acts as, for the history: "admin", or "anonymous" without tokens."""
     return ANONYMOUS if current_grant() is None else ADMIN

@@ -63,6 +63,7 @@ from clock_server.store.ports import RateLimiter
 from clock_server.timesource import Clock
 
 CREATE = "create"  # the kind of the creation buckets in clock_rate_bucket
+CHANGE = "change"  # of the buckets of PATCH and count, at the same rate in a bucket of their own
 
 # Per item: the alarm to write (its cutoff filled in), the stored alarm to answer with (at
 # capacity, but the key exists), or why it is refused.
@@ -205,6 +206,31 @@ class Admission:
             for application, reserved in admitted.reserved.items():
                 self.pending.settle(application, reserved, admitted.created[application])
             self.metrics.count(self.metrics.created, admitted.created)
+
+    def admit_change(self, application: str, now_ms: int) -> None:
+        """A PATCH or a count of `application`'s alarm: RateLimited (429, Retry-After) when
+        its application has a `create_rate_per_s` and has used it up for changes. Changes
+        take tokens at that rate (and burst) from a bucket of their own, so that neither
+        kind of call starves the other."""
+        policy = self.policies.policy(application)
+        rate_per_s = policy.create_rate_per_s
+        if rate_per_s is None:
+            return
+        burst = burst_of(rate_per_s, policy.create_burst)
+        if rate_per_s > 0:
+            grant = self.limiter.acquire(application, CHANGE, rate_per_s, burst, 1, now_ms)
+            if grant.granted:
+                return
+            retry_after_ms = grant.retry_after_ms
+        else:
+            retry_after_ms = self.pending.refresh_ms
+        retry_after_s = max(1, math.ceil(retry_after_ms / 1000))
+        raise RateLimited(
+            f"application {application!r} is over its rate of {rate_per_s:g} changes/s "
+            f"(PATCH and count take create_rate_per_s, burst {burst}); retry in "
+            f"{retry_after_s} s",
+            retry_after_s=retry_after_s,
+        )
 
     def _decide(self, items: Sequence[NewAlarm], now_ms: int) -> Admitted:
         outcomes: list[Outcome | None] = [None] * len(items)

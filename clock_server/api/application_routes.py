@@ -8,11 +8,12 @@ registry is listed too, with null settings and `"registered": false`.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, jsonify, request
 
 from clock_server.api import application_validation, validation
-from clock_server.api.access import authorize_admin
+from clock_server.api.access import authorize_admin, authorize_secrets, reads_only
 from clock_server.api.routes import optional_json_body, services
 from clock_server.api.services import Services
 from clock_server.delivery.secrets import new_secret
@@ -82,8 +83,10 @@ def change_application(application: str) -> Response:
 
 @applications.get("/v1/applications/<application>/webhook-secret")
 def get_webhook_secret(application: str) -> Response:
-    """The secret that signs the application's webhooks (null before it has one)."""
-    svc = _admin()
+    """The secret that signs the application's webhooks (null before it has one), for an
+    admin token that may write."""
+    authorize_secrets("read a webhook signing secret")
+    svc = services()
     validation.check_application(application)
     return jsonify(_secret_json(svc.applications.get(application), svc.clock.now_ms()))
 
@@ -158,8 +161,18 @@ def _application_json(
         data.update(created_at=None, updated_at=None)
     else:
         data = policy.to_json()
+    if reads_only() and data.get("webhook_url"):
+        data["webhook_url"] = masked_url(data["webhook_url"])
     counted = None if counts is None else counts.to_json()
     return {**data, "registered": policy is not None, "counts": counted}
+
+
+def masked_url(url: str) -> str:
+    """What a read-only token sees of a webhook URL: its scheme, host and port. Its path and
+    query, where a receiver's URL often carries a credential, read "***"."""
+    parts = urlsplit(url)
+    rest = parts.path not in ("", "/") or parts.query or parts.fragment
+    return f"{parts.scheme}://{parts.netloc}/***" if rest else url
 
 
 def _json_body() -> dict[str, Any]:

@@ -68,7 +68,7 @@ def pull(application: str) -> Response:
     retry_max = policy.retry_max if policy.retry_max is not None else svc.settings.retry_max
     lease = functools.partial(
         queue.lease, application, body.max, visibility_ms=int(visibility_s * 1000),
-        retry=RetryLimits(retry_max),
+        retry=RetryLimits(retry_max), max_bytes=svc.settings.page_max_bytes,
     )  # fmt: skip
     leased = lease(now_ms=svc.clock.now_ms())
     _count(svc.metrics, application, leased)

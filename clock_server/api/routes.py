@@ -9,6 +9,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from clock_server.api import validation
 from clock_server.api.access import Creators, actor, authorize, authorize_listing, current_grant
+from clock_server.api.bounded_pages import alarm_page
 from clock_server.api.health_gauges import record_health
 from clock_server.api.http_errors import error_body, status_for
 from clock_server.api.openapi import openapi_document
@@ -17,7 +18,6 @@ from clock_server.errors import ClockError, PayloadTooLarge
 from clock_server.metrics import EXPOSITION_CONTENT_TYPE, exposition
 from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
-from clock_server.store.alarm_search import order_of, position
 
 INCREMENT_MAX_BYTES = 1_024  # an increment_id of 128 characters and a count fit easily
 
@@ -102,6 +102,7 @@ def update_alarm(application: str, business_id: str) -> Response:
     data = json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
     changes = validation.alarm_changes(data, now_ms, svc.settings.payload_max_bytes)
+    svc.admission.admit_change(application, now_ms)
     alarm = svc.store.update(application, business_id, changes, now_ms, actor=actor(application))
     if changes.target_ring_at is not None:
         notify(svc, alarm.next_try_time)
@@ -128,6 +129,7 @@ def count_alarm(application: str, business_id: str) -> Response:
     data = optional_json_body(INCREMENT_MAX_BYTES, "1 KiB")
     increment_id, by = validation.increment(data)
     now_ms = svc.clock.now_ms()
+    svc.admission.admit_change(application, now_ms)
     counted = svc.counts.count(
         application, business_id, increment_id, by, now_ms, actor=actor(application)
     )
@@ -155,11 +157,7 @@ def list_alarms() -> Response:
     svc = services()
     where, limit, after = validation.list_query(request.args.to_dict(), svc.settings.list_max_limit)
     authorize_listing(where.application)
-    alarms = svc.store.search(where, limit, after)
-    cursor = None
-    if len(alarms) == limit:
-        cursor = validation.encode_cursor(position(order_of(where), alarms[-1]))
-    return jsonify({"alarms": [a.to_json() for a in alarms], "next_cursor": cursor})
+    return alarm_page(svc.store.search, where, limit, after, svc.settings, validation.encode_cursor)
 
 
 @api.get("/v1/whoami")

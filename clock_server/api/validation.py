@@ -16,6 +16,7 @@ from clock_server.errors import PayloadTooLarge, ValidationError
 from clock_server.model import (
     APPLICATION_CHARS,
     APPLICATION_PATTERN,
+    DOT_SEGMENTS,
     MAX_EPOCH_MS,
     MAX_INCREMENT_BY,
     MAX_RING_AFTER_COUNT,
@@ -38,8 +39,18 @@ def _utf8(value: str) -> str:
 
 Text = Annotated[str, AfterValidator(_utf8)]
 EpochMs = Annotated[int, Field(ge=0, le=MAX_EPOCH_MS, description="epoch milliseconds, UTC")]
+
+
+def _not_dots(value: str) -> str:
+    if value in DOT_SEGMENTS:
+        raise PydanticCustomError("dot_segment", "must not be '.' or '..'")
+    return value
+
+
 Application = Annotated[
-    str, Field(pattern=APPLICATION_PATTERN, description="routing key and queue suffix")
+    str,
+    Field(pattern=APPLICATION_PATTERN, description="routing key and queue suffix"),
+    AfterValidator(_not_dots),
 ]
 BusinessId = Annotated[Text, Field(min_length=1, max_length=128)]
 DelayMs = Annotated[int, Field(ge=0, le=MAX_EPOCH_MS, description="ring this many ms from now")]
@@ -340,9 +351,19 @@ def decode_cursor(cursor: str, order: str) -> tuple[Any, ...]:
 
 def _is_position(order: str, value: list[Any]) -> bool:
     if order == BY_KEY:
-        return len(value) == 1 and isinstance(value[0], str) and 0 < len(value[0]) <= 128
+        return len(value) == 1 and isinstance(value[0], str) and _is_key(value[0])
     width = 2 if order == BY_DUE else 1
     return len(value) == width and all(type(part) is int and 0 <= part < 2**63 for part in value)
+
+
+def _is_key(value: str) -> bool:
+    """A business_id: 1 to 128 characters of text (JSON may spell a lone surrogate, which no
+    UTF-8 column can hold)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return 0 < len(value) <= 128
 
 
 def _one_target(target: int | None, delay: int | None, now_ms: int, required: bool) -> int | None:

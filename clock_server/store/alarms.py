@@ -27,7 +27,7 @@ from clock_server.store.alarm_rows import (
 )
 from clock_server.store.alarm_search import alarms_query
 from clock_server.store.db import Capabilities, capabilities
-from clock_server.store.events import cancelled, changed, write_events
+from clock_server.store.events import cancelled, changed, keep_room_for_a_change, write_events
 from clock_server.store.row_locks import select_by_key, select_for_change
 from clock_server.store.schema import ALARM_COLUMNS, alarm_table
 from clock_server.store.sql import chunks, param_marker, translate_errors
@@ -192,7 +192,9 @@ class AlarmStore:
                 )
             conn.execute(update(alarm_table).where(alarm_table.c.id == row.id).values(values))
             event = changed(row, changes, now_ms, actor)
-            write_events(conn, [event] if event is not None else [])
+            if event is not None:
+                keep_room_for_a_change(conn, row.id)
+                write_events(conn, [event])
             return alarm_from_row(conn.execute(select_by_key(application, business_id)).one())
 
     def cancel(self, application: str, business_id: str, now_ms: int, *, actor: str) -> Alarm:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import Connection, Row
+from sqlalchemy import Connection, Row, delete, select
 
 from clock_server.model import (
     ATTEMPT_FAILED,
@@ -35,6 +35,10 @@ from clock_server.store.schema import event_table
 from clock_server.store.sql import param_marker
 
 _ERROR_CHARS = 500
+# The most change events (moved, changed) one alarm keeps: each PATCH past it deletes the
+# oldest, so a pending alarm moved without end holds a bounded history. As many as a story
+# reads (store.history.MAX_EVENTS), so a trimmed story reads as incomplete, as it is.
+MAX_CHANGE_EVENTS = 1_000
 
 
 class EventRow(NamedTuple):
@@ -88,6 +92,18 @@ def changed(before: Row, changes: AlarmChanges, at_ms: int, actor: str) -> Event
         return None
     kind = MOVED if "to" in detail else CHANGED
     return EventRow(before.id, at_ms, kind, actor, orjson.dumps(detail).decode())
+
+
+def keep_room_for_a_change(conn: Connection, alarm_id: int) -> None:
+    """Delete the alarm's oldest change events beyond MAX_CHANGE_EVENTS - 1, before a new one
+    is written: it then keeps the latest MAX_CHANGE_EVENTS. The caller holds its row lock."""
+    c = event_table.c
+    changes = (c.alarm_id == alarm_id, c.kind.in_((MOVED, CHANGED)))
+    oldest_kept = conn.execute(
+        select(c.id).where(*changes).order_by(c.id.desc()).offset(MAX_CHANGE_EVENTS - 2).limit(1)
+    ).scalar()
+    if oldest_kept is not None:
+        conn.execute(delete(event_table).where(*changes, c.id < oldest_kept))
 
 
 def redriven(alarm_id: int, at_ms: int, actor: str, from_status: str, due_at_ms: int) -> EventRow:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import orjson
 from sqlalchemy import Connection, text
 
 from clock_server.model import (
@@ -40,6 +41,8 @@ from clock_server.store.sql import chunks, id_list, translate_errors
 NOT_ACKED = "not acknowledged within the visibility timeout"
 
 _TABLE = alarm_table.name
+# What a message's entry in a pull's answer adds to its body: its id, attempt, lease end.
+MESSAGE_OVERHEAD_BYTES = 100
 _ID_CHUNK = 1_000
 _MAX_ID = 2**63 - 1
 
@@ -90,13 +93,15 @@ class SqlPullQueue:
         now_ms: int,
         visibility_ms: int,
         retry: RetryLimits,
+        max_bytes: int | None = None,
     ) -> Leased:
         """Lease up to `limit` of `application`'s ready messages (delivering, nobody's, with
         next_try_time <= now_ms), earliest first, until now_ms + visibility_ms, in one
-        transaction. Rows past their latest_ring_at expire instead, and rows whose
-        retry_times (leases already handed out, all ended unacked) exceed
-        `retry.max_retries` die; each writes its events. Rows another puller holds locked
-        are skipped."""
+        transaction; with `max_bytes`, only as many as fit it as JSON (at least one): the
+        rest stay ready, untouched, for the next pull. Rows past their latest_ring_at
+        expire instead, and rows whose retry_times (leases already handed out, all ended
+        unacked) exceed `retry.max_retries` die; each writes its events. Rows another
+        puller holds locked are skipped."""
         caps = self.store.caps
         lock = caps.skip_locked_suffix
         hint = " FORCE INDEX (ix_clock_application_due)" if caps.index_hints else ""
@@ -111,7 +116,7 @@ class SqlPullQueue:
             rows = [RingRow._make(row[:9]) for row in found]  # the version is not needed
             if not rows:
                 return Leased()
-            return self._settle(conn, rows, now_ms, now_ms + visibility_ms, retry)
+            return self._settle(conn, rows, now_ms, now_ms + visibility_ms, retry, max_bytes)
 
     def ack(self, application: str, ids: Sequence[int], now_ms: int) -> tuple[list[int], list[int]]:
         """Mark rung, at now_ms, those of `ids` that are `application`'s pull messages still
@@ -156,12 +161,16 @@ class SqlPullQueue:
         now_ms: int,
         leased_until: int,
         retry: RetryLimits,
+        max_bytes: int | None = None,
     ) -> Leased:
-        """Expire, kill or lease each of the locked `rows`, with their events."""
+        """Expire, kill or lease each of the locked `rows`, with their events, until the
+        messages leased would pass `max_bytes`."""
         events: list[EventRow] = []
         leased: list[RingRow] = []
         expired: list[RingRow] = []
         dead: list[RingRow] = []
+        messages: list[LeasedMessage] = []
+        size = 0
         for row in rows:
             if row.latest_ring_at is not None and row.latest_ring_at < now_ms:
                 expired.append(row)
@@ -179,6 +188,14 @@ class SqlPullQueue:
                     event(row.id, now_ms, DEAD, ENGINE, attempts=row.retry_times, error=NOT_ACKED)
                 )
             else:
+                message = LeasedMessage(
+                    row.id, row.retry_times + 1, leased_until, ring_message(row, now_ms)
+                )
+                if max_bytes is not None:
+                    size += len(orjson.dumps(message.body)) + MESSAGE_OVERHEAD_BYTES
+                    if messages and size > max_bytes:
+                        break  # this row and the rest stay ready for the next pull
+                messages.append(message)
                 leased.append(row)
                 if row.retry_times >= 1:  # its last lease ended unacked
                     events.append(
@@ -197,10 +214,7 @@ class SqlPullQueue:
         if dead and self.dead_letters:
             self._write_dead_letters(conn, dead, now_ms)
         return Leased(
-            messages=[
-                LeasedMessage(row.id, row.retry_times + 1, leased_until, ring_message(row, now_ms))
-                for row in leased
-            ],
+            messages=messages,
             expired=_by_application(expired),
             dead=_by_application(dead),
         )
