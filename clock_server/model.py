@@ -199,6 +199,13 @@ class RingRow(NamedTuple):
     retry_times: int
     ring_after_count: int | None = None
     counted: int = 0
+    redrives: int = 0
+
+    @property
+    def delivery_id(self) -> str:
+        """The message id on the AMQP and webhook channels: the alarm id, the same on every
+        attempt; after the n-th re-drive, "<id>-r<n>", a delivery of its own."""
+        return str(self.id) if not self.redrives else f"{self.id}-r{self.redrives}"
 
     @property
     def count_reached(self) -> bool:

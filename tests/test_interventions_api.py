@@ -69,8 +69,13 @@ def test_created_moved_failed_dead_redriven_then_rung(harness: Harness, server: 
     )
     assert redriven.get_json()["status"] == "pending"
     assert redriven.get_json()["next_try_time"] == died_at
+    failed_ids = {m.message_id for batch in h.publisher.batches for m in batch}
     h.step()
-    assert h.store.get("billing", "inv/9").status == "rung"
+    rung = h.store.get("billing", "inv/9")
+    assert rung.status == "rung"
+    # A delivery of its own: a consumer that deduplicated the earlier attempts takes it.
+    assert failed_ids == {str(rung.id)}
+    assert [m.message_id for m in h.publisher.published] == [f"{rung.id}-r1"]
 
     with ClockClient(server, token=BILLING, retries=0) as client:
         story = [(e.kind, e.actor, e.attempt) for e in client.events("billing", "inv/9")]

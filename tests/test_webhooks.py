@@ -292,6 +292,27 @@ def test_a_500_is_retried_with_backoff_and_the_same_webhook_id(harness: Harness)
     assert failed == ["HTTP 500", "HTTP 502"]
 
 
+def test_a_redriven_alarm_is_a_delivery_of_its_own_webhook_id(store: AlarmStore, fake_clock):
+    fake_clock.set(real_now_ms())
+    h = Harness(store, fake_clock, retry_max=0)
+    t0 = h.clock.now_ms()
+    try:
+        with receiving(scripted(Answer(500), Answer(204))) as receiver:
+            h.configure("hooks", channel="webhook", webhook_url=receiver.url())
+            h.create("order-9", target_ring_at=t0 + 1_000)
+            h.ring_at(t0 + 1_000)
+            receiver.wait_for(1)
+            assert h.alarm("order-9")["status"] == "dead"
+            assert h.call("POST", "/v1/alarms/hooks/order-9/redrive").status_code == 200
+            h.ring_at(h.alarm("order-9")["next_try_time"])
+            calls = receiver.wait_for(2)
+    finally:
+        h.close()
+    alarm_id = h.alarm("order-9")["id"]
+    assert [c.webhook_id for c in calls] == [str(alarm_id), f"{alarm_id}-r1"]
+    assert h.alarm("order-9")["status"] == "rung"
+
+
 def test_retry_after_of_a_503_is_honoured(harness: Harness):
     h = harness
     t0 = h.clock.now_ms()

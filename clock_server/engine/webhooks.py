@@ -161,7 +161,7 @@ class WebhookDispatcher:
             request = WebhookRequest(
                 url=policy.webhook_url,
                 secrets=secrets,
-                message_id=str(row.id),
+                message_id=row.delivery_id,
                 body=message_of(row, now_ms).body,
                 attempt=row.retry_times + 1,
                 timeout_s=self._timeout_s(policy),

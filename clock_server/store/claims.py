@@ -230,8 +230,8 @@ class SqlRingTransaction:
         make = RingRow._make
         for chunk in chunks(sorted(wanted), _ID_CHUNK):
             for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk, self.status)):
-                if row[9] == wanted[row[0]]:
-                    live.append(make(row[:9]))
+                if row[10] == wanted[row[0]]:
+                    live.append(make(row[:10]))
         self._locked.add(live)
         return live
 

@@ -172,6 +172,7 @@ def _redrive_rows(
             (_C.next_try_time, due_ms),
             (_C.status, PENDING),
             (_C.retry_times, 0),
+            (_C.redrives, _C.redrives + 1),
             (_C.rung_at, 0),
             (_C.claimed_by, 0),
             (_C.version, _C.version + 1),

@@ -113,7 +113,7 @@ class SqlPullQueue:
         )
         with translate_errors(), self.store.engine.begin() as conn:
             found = conn.execute(query, {"application": application}).all()
-            rows = [RingRow._make(row[:9]) for row in found]  # the version is not needed
+            rows = [RingRow._make(row[:10]) for row in found]  # the version is not needed
             if not rows:
                 return Leased()
             return self._settle(conn, rows, now_ms, now_ms + visibility_ms, retry, max_bytes)

@@ -25,7 +25,7 @@ from clock_server.store.sql import id_list
 # Read under the ring lock, in this order (RingRow's fields, then the version to check).
 RING_COLUMNS = (
     "id, application, business_id, payload, target_ring_at, latest_ring_at, retry_times,"
-    " ring_after_count, counted, version"
+    " ring_after_count, counted, redrives, version"
 )
 
 

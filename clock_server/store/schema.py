@@ -65,6 +65,10 @@ alarm_table = Table(
     # time only), or at its target, whichever comes first (store/counts.py).
     Column("ring_after_count", Integer, nullable=True),
     Column("counted", Integer, nullable=False, server_default="0"),
+    # How many times an operator re-drove the alarm: part of its message id from the first
+    # re-drive on (model.delivery_id), so that a receiver that deduplicated the delivery
+    # before takes the re-driven one.
+    Column("redrives", Integer, nullable=False, server_default="0"),
     UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),
     Index("ix_clock_status_next_try_time", "status", "next_try_time"),
     Index("ix_clock_application_id", "application", "id"),
