@@ -45,6 +45,9 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     http_threads: int = 32
+    http_connection_limit: int = 1_000  # open client connections per web process
+    http_idle_timeout_s: int = 30  # a connection with nothing to do is closed after this
+    http_header_timeout_s: float = 10.0  # a request line and headers must arrive within this
     allowed_hosts: str = ""  # Host names served, comma-separated (api/request_guard.py)
     allowed_origins: str = ""  # browser origins served besides the server's own
     metrics_token_required: bool = False
@@ -97,6 +100,9 @@ class Settings:
         positive = (
             "port",
             "http_threads",
+            "http_connection_limit",
+            "http_idle_timeout_s",
+            "http_header_timeout_s",
             "web_processes",
             "preload_window_s",
             "preload_interval_s",
