@@ -17,6 +17,7 @@ from clock_server.api.services import Services
 from clock_server.api.tokens import TokenTable, load_tokens
 from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
+from clock_server.runtime.serve import serve
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
@@ -208,6 +209,18 @@ def test_which_hosts_are_served_by_default() -> None:
     assert served_hosts(Settings(allowed_hosts="*"), TokenTable()).allows("anything")
     assert split_host("[::1]:8080") == ("[::1]", "8080")
     assert split_host("Example.COM.") == ("example.com", "")
+
+
+def test_serve_needs_host_names_off_loopback_without_tokens_before_anything_starts() -> None:
+    settings = Settings(
+        host="0.0.0.0",
+        allow_unauthenticated=True,
+        database_url="sqlite:////nonexistent/dir/clock.db",
+    )
+    with pytest.raises(ConfigError, match="needs CLOCK_ALLOWED_HOSTS"):
+        serve(settings)
+    with pytest.raises(ConfigError, match="CLOCK_ALLOWED_ORIGINS"):
+        serve(Settings(allowed_origins="clock.example.com", database_url=settings.database_url))
 
 
 def test_bad_allowed_origins_stop_the_server(store: AlarmStore, fake_clock: SettableClock) -> None:
