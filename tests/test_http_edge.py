@@ -128,18 +128,20 @@ def test_headers_that_trickle_past_their_deadline_are_cut_off(impatient: ServerP
         sock.sendall(b"GET /v1/alarms HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         started = time.monotonic()
         closed = False
-        while not closed and time.monotonic() - started < 4:
+        while not closed and time.monotonic() - started < 6:
             with contextlib.suppress(OSError):
                 sock.sendall(b"X-Slow: a\r\n")  # a byte now and then keeps it from idling
             closed = _closed_within(sock, 0.3)
-        assert closed and time.monotonic() - started < 3
+        # the deadline, 1 s, and up to a second more for the server's loop to see it
+        assert closed and time.monotonic() - started < 4
 
 
 def test_an_idle_connection_is_closed(impatient: ServerProcess) -> None:
     with _connect(impatient) as sock:
         started = time.monotonic()
-        assert _closed_within(sock, 5)
-        assert 1.5 < time.monotonic() - started < 4.5
+        assert _closed_within(sock, 8)
+        # 2 s idle, looked for every second; waitress's loop wakes at least once a second
+        assert 1.5 < time.monotonic() - started < 6
 
 
 def test_a_keep_alive_connection_serves_requests_in_turn(server: ServerProcess) -> None:
