@@ -24,7 +24,8 @@ WORKDIR /data
 # or mount a file (one <token>=<app>,<app> or <token>=* per line) and
 #   -e CLOCK_TOKENS_FILE=/run/secrets/clock-tokens
 # (make tokens with: python -c 'import secrets; print(secrets.token_urlsafe(32))').
-# Only when something in front of clock authenticates: -e CLOCK_ALLOW_UNAUTHENTICATED=true.
+# Only when something in front of clock authenticates: -e CLOCK_ALLOW_UNAUTHENTICATED=true,
+# with the names clients reach it by: -e CLOCK_ALLOWED_HOSTS=clock.internal.
 ENV CLOCK_HOST=0.0.0.0 \
     CLOCK_PORT=8080 \
     CLOCK_DATABASE_URL=sqlite:////data/clock.db \

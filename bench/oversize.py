@@ -61,7 +61,7 @@ def _status_line(sock: socket.socket) -> int:
 
 def _declared_over(port: int) -> int:
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        head = (f"POST /v1/alarms/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        head = (f"POST /v1/alarms/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {BATCH_MAX_BYTES + 1}\r\n\r\n")  # fmt: skip
         sock.sendall(head.encode())
         return _status_line(sock)
@@ -69,7 +69,7 @@ def _declared_over(port: int) -> int:
 
 def _chunked_over(port: int) -> int:
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        head = ("POST /v1/alarms/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        head = ("POST /v1/alarms/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 "Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
         sock.sendall(head.encode())
         sent = 0

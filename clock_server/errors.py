@@ -26,6 +26,18 @@ class PayloadTooLarge(ValidationError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(ClockError):
+    """The request's body, or its Content-Type, is not JSON; nothing was read or changed."""
+
+    code = "unsupported_media_type"
+
+
+class MisdirectedRequest(ClockError):
+    """The request names a Host this server does not answer to."""
+
+    code = "misdirected_request"
+
+
 class Unauthorized(ClockError):
     """The request carries no valid bearer token (tokens are configured)."""
 

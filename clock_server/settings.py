@@ -47,6 +47,12 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     http_threads: int = 32
+    http_connection_limit: int = 1_000  # open client connections per web process
+    http_idle_timeout_s: int = 30  # a connection with nothing to do is closed after this
+    http_header_timeout_s: float = 10.0  # a request line and headers must arrive within this
+    allowed_hosts: str = ""  # Host names served, comma-separated (api/request_guard.py)
+    allowed_origins: str = ""  # browser origins served besides the server's own
+    metrics_token_required: bool = False
     web_processes: int = 1
     web_nice: int = 5
     migrate_on_start: bool = True
@@ -100,6 +106,9 @@ class Settings:
         positive = (
             "port",
             "http_threads",
+            "http_connection_limit",
+            "http_idle_timeout_s",
+            "http_header_timeout_s",
             "web_processes",
             "preload_window_s",
             "preload_interval_s",
@@ -198,6 +207,12 @@ class Settings:
                 "CLOCK_DEAD_LETTER_EXCHANGE must differ from CLOCK_EXCHANGE (or be empty to "
                 "publish no dead letters): dead letters go to a topic exchange of their own",
                 field="dead_letter_exchange",
+            )
+        if self.metrics_token_required and not (self.tokens or self.tokens_file):
+            raise ConfigError(
+                "CLOCK_METRICS_TOKEN_REQUIRED=true needs tokens (CLOCK_TOKENS or "
+                "CLOCK_TOKENS_FILE): without them no request could read /metrics",
+                field="metrics_token_required",
             )
         if self.retry_cap_s < self.retry_base_s:
             raise ConfigError(

@@ -291,9 +291,12 @@ def test_escaped_surrogate_pair_is_one_character(api) -> None:
     assert response.get_json()["business_id"] == "\U0001f600"
 
 
-def test_content_type_is_not_required(api) -> None:
+def test_a_body_that_is_not_sent_as_json_is_refused(api) -> None:
     response = api.client.post("/v1/alarms", data=json.dumps(body()), content_type="text/plain")
-    assert response.status_code == 201
+    assert response.status_code == 415
+    assert response.get_json()["error"]["code"] == "unsupported_media_type"
+    assert "'text/plain'" in response.get_json()["error"]["message"]
+    assert api.client.get(key_url("app", "order-1")).status_code == 404
 
 
 def test_keys_differing_only_by_trailing_space_are_distinct(api) -> None:

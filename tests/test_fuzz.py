@@ -463,7 +463,8 @@ def _create_body(business_id: str) -> bytes:
 def _head(
     path: str = "/v1/alarms", length: int | None = None, extra: str = "", method: str = "POST"
 ) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", "Host: clock", f"Authorization: Bearer {ADMIN}"]
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Authorization: Bearer {ADMIN}"]
+    lines.append("Content-Type: application/json")
     if length is not None:
         lines.append(f"Content-Length: {length}")
     return ("\r\n".join(lines) + "\r\n" + extra + "\r\n").encode()
@@ -484,6 +485,10 @@ def _status(sock: socket.socket) -> int:
     return int(head.split(b" ", 2)[1])
 
 
+def _json_headers() -> dict[str, str]:
+    return {**bearer(ADMIN), "Content-Type": "application/json"}
+
+
 def _get(server: ServerProcess, path: str) -> requests.Response:
     return requests.get(server.base_url + path, headers=bearer(ADMIN), timeout=5)
 
@@ -500,7 +505,7 @@ def test_stalled_bodies_do_not_starve_the_workers(slow_server: ServerProcess) ->
             created = requests.post(
                 slow_server.base_url + "/v1/alarms",
                 data=_create_body(f"meanwhile-{i}"),
-                headers=bearer(ADMIN),
+                headers=_json_headers(),
                 timeout=5,
             )
             assert created.status_code == 201, created.text
@@ -529,7 +534,7 @@ def test_trickled_headers_do_not_block_others(slow_server: ServerProcess) -> Non
     slow = [_connect(slow_server) for _ in range(10)]
     try:
         for sock in slow:
-            sock.sendall(b"GET /v1/alarms HTTP/1.1\r\nHost: clock\r\nX-Slow: ")
+            sock.sendall(b"GET /v1/alarms HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         for _ in range(3):
             for sock in slow:
                 sock.sendall(b"a")
@@ -563,7 +568,7 @@ def test_a_body_declared_over_every_limit_is_refused_before_it_is_sent(
     # a length within the server's limit but over the route's is the API's JSON 413
     body = json.dumps({**_VALID, "payload": "x" * 30_000}).encode()
     response = requests.post(
-        slow_server.base_url + "/v1/alarms", data=body, headers=bearer(ADMIN), timeout=5
+        slow_server.base_url + "/v1/alarms", data=body, headers=_json_headers(), timeout=5
     )
     assert response.status_code == 413
     error = response.json()["error"]

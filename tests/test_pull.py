@@ -474,7 +474,9 @@ def test_the_document_takes_the_bodies_the_routes_take(harness: Harness):
     for ids in (["1"], ["9" * 19] * 1_000):
         harness.check.request(ACK, "POST", {"ids": ids})
         assert harness.ack(ids).status_code == 200
-    response = harness.call("POST", f"/v1/applications/{APP}/pull", data=b"not json")
+    response = harness.call(
+        "POST", f"/v1/applications/{APP}/pull", data=b"not json", content_type="application/json"
+    )
     assert (response.status_code, response.get_json()["error"]["code"]) == (400, "validation_error")
     assert harness.call("POST", f"/v1/applications/{APP}/pull").status_code == 200  # no body
     assert harness.call("POST", "/v1/applications/bad%20app/pull").status_code == 400

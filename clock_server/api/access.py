@@ -3,17 +3,19 @@
 With no token configured every request passes. Otherwise every /v1 request needs
 ``Authorization: Bearer <token>`` (401 without a valid one), and each route asks
 `authorize(application)` before it touches an alarm (403 for an application the token does
-not cover). The probes (/livez, /readyz, /healthz), /metrics and /openapi.json stay open.
+not cover). The probes (/livez, /readyz, /healthz) and /openapi.json stay open; /metrics too,
+unless CLOCK_METRICS_TOKEN_REQUIRED asks for a token of every application.
 Tokens are never logged: only the grant's label (where the token was configured) is.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from flask import current_app, g, request
 
-from clock_server.api.tokens import Grant
+from clock_server.api.tokens import Grant, TokenTable
 from clock_server.errors import Forbidden, Unauthorized
 from clock_server.model import ADMIN, ANONYMOUS
 
@@ -25,26 +27,58 @@ _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 def authenticate() -> None:
     """Flask before_request hook: find the caller's grant or raise Unauthorized."""
-    table = current_app.extensions["clock"].tokens
-    if not table.enabled or not (request.path == "/v1" or request.path.startswith("/v1/")):
-        return
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.strip().partition(" ")
+    svc = current_app.extensions["clock"]
+    grant = caller_grant(
+        svc.tokens,
+        svc.settings.metrics_token_required,
+        request.method,
+        request.path,
+        request.headers.get("Authorization", ""),
+        _rejected,
+    )
+    if grant is not None:
+        g.clock_grant = grant
+
+
+def needs_token(path: str, metrics_token_required: bool) -> bool:
+    """Whether a request for `path` must show a token (when tokens are configured)."""
+    if path == "/v1" or path.startswith("/v1/"):
+        return True
+    return metrics_token_required and path == "/metrics"
+
+
+def caller_grant(
+    table: TokenTable,
+    metrics_token_required: bool,
+    method: str,
+    path: str,
+    authorization: str,
+    rejected: Callable[[str], None] | None = None,
+) -> Grant | None:
+    """The grant of the request's token, None when it needs none; Unauthorized or Forbidden
+    when it may not go on. Pure: the HTTP server asks it too, before reading a body."""
+    if not table.enabled or not needs_token(path, metrics_token_required):
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()
-    if not header:
+    if not authorization:
         raise Unauthorized("this request needs an 'Authorization: Bearer <token>' header")
     if scheme.lower() != "bearer" or not token:
-        _rejected("not a bearer token")
+        if rejected is not None:
+            rejected("not a bearer token")
         raise Unauthorized(
             "the Authorization header must be 'Bearer <token>'", challenge=_INVALID_TOKEN
         )
     grant = table.lookup(token)
     if grant is None:
-        _rejected("unknown token")
+        if rejected is not None:
+            rejected("unknown token")
         raise Unauthorized("the bearer token is not valid", challenge=_INVALID_TOKEN)
-    g.clock_grant = grant
-    if grant.read_only and request.method not in _READS:
+    if grant.read_only and method not in _READS:
         raise Forbidden("this token may only read: it is configured with ':read'")
+    if path == "/metrics" and not grant.is_admin:
+        raise Forbidden("only a token for every application ('*' or '*:read') may read /metrics")
+    return grant
 
 
 def current_grant() -> Grant | None:

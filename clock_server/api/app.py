@@ -19,6 +19,7 @@ from clock_server.api.console.pages import console
 from clock_server.api.health_routes import health
 from clock_server.api.http_errors import clock_error, http_error, unexpected_error
 from clock_server.api.pull_routes import pulls
+from clock_server.api.request_guard import RequestGuard, install, screen_body, screen_request
 from clock_server.api.routes import api
 from clock_server.api.services import Services
 from clock_server.errors import ClockError
@@ -34,7 +35,11 @@ def create_app(services: Services) -> Flask:
     # alarm "/x", not be redirected (308, method kept) to the different alarm "x".
     app.url_map.merge_slashes = False
     app.url_map.converters["path"] = _AnyPath
+    install(app, RequestGuard.build(services.settings, services.tokens))
+    app.before_request(screen_request)  # a Host served, no foreign Origin
     app.before_request(authenticate)  # 401 for /v1 without a valid token, when tokens are set
+    app.before_request(screen_body)  # a JSON body within the route's limit
+    app.after_request(no_sniff)
     app.register_blueprint(api)
     app.register_blueprint(health)
     app.register_blueprint(applications)
@@ -46,6 +51,12 @@ def create_app(services: Services) -> Flask:
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, unexpected_error)
     return app
+
+
+def no_sniff(response: Response) -> Response:
+    """Every answer is read as the type it says it is, never sniffed as another."""
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 class OrjsonProvider(DefaultJSONProvider):

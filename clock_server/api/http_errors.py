@@ -13,11 +13,13 @@ from clock_server.errors import (
     ClockError,
     Conflict,
     Forbidden,
+    MisdirectedRequest,
     NotFound,
     PayloadTooLarge,
     RateLimited,
     Unauthorized,
     Unavailable,
+    UnsupportedMediaType,
     ValidationError,
 )
 
@@ -29,6 +31,8 @@ _STATUS_BY_ERROR: list[tuple[type[ClockError], int]] = [
     (Unauthorized, 401),
     (Forbidden, 403),
     (NotFound, 404),
+    (UnsupportedMediaType, 415),
+    (MisdirectedRequest, 421),
     (Conflict, 409),
     (RateLimited, 429),
     (CapacityExceeded, 429),

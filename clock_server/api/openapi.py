@@ -186,6 +186,29 @@ def _errors(*codes: int) -> dict[str, Any]:
     return responses
 
 
+_EDGE_ERRORS = {
+    "403": "a foreign Origin, or a change with Sec-Fetch-Site: cross-site",
+    "415": "a body, or a Content-Type, that is not application/json; nothing was read",
+    "421": "a Host this server does not serve (CLOCK_ALLOWED_HOSTS)",
+}
+
+
+def _add_edge_errors(paths: dict[str, Any]) -> None:
+    """What any request may be answered before it reaches its route (api.request_guard)."""
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            codes = ["403"] + (["421"] if path not in ("/livez", "/readyz", "/healthz") else [])
+            if method in ("post", "put", "patch", "delete"):
+                codes.append("415")
+            for code in codes:
+                responses.setdefault(
+                    code, {"description": _EDGE_ERRORS[code], **_json(_ref("Error"))}
+                )
+
+
 _SECURITY_SCHEME = {
     "type": "http",
     "scheme": "bearer",
@@ -719,6 +742,7 @@ def openapi_document() -> dict[str, Any]:
     paths["/v1/applications/{application}/webhook-secret"] = webhook_secret_path(
         [_APPLICATION_PATH_PARAM], _admin_errors(400, 401, 403, 404, 503)
     )
+    _add_edge_errors(paths)
     return {
         "openapi": "3.1.0",
         "info": {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from clock_server.api.request_guard import RequestGuard
 from clock_server.api.tokens import LiveTokens, TokenTable, check_exposure, load_tokens
 from clock_server.runtime.build import build
 from clock_server.runtime.http_server import create_http_server, stop_requests_by
@@ -28,6 +29,7 @@ def serve(settings: Settings) -> None:
     reads CLOCK_TOKENS_FILE again (token_reload), as does a change of the file."""
     tokens = load_tokens(settings.tokens, settings.tokens_file)
     check_exposure(settings.host, tokens, settings.allow_unauthenticated)
+    RequestGuard.build(settings, tokens)  # the Host names and origins served, or ConfigError
     log.info(
         "clock-server %s starting: database %s, broker %s, listening on %s:%d",
         settings.instance_id,

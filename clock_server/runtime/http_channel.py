@@ -1,0 +1,104 @@
+"""waitress's connections, with a deadline for a request's headers and no read of a body the
+app will not read.
+
+waitress reads each request whole, its body included, before a thread serves it, and closes
+a connection only after it has been idle for `channel_timeout`. Here a request's line and
+headers must arrive within CLOCK_HTTP_HEADER_TIMEOUT_S of its first byte, however slowly
+they trickle; and once they are in, `BodyGate` (api.request_guard) says whether the app will
+answer without reading the body: refused (no token, a foreign Origin, not JSON, a declared
+length over the route's limit) or a route that takes none. The body is then not read: the
+app answers at once, with its own JSON error, and the connection is closed after the answer.
+waitress's own error answers (400, 413, 431) carry `X-Content-Type-Options: nosniff` too.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
+from waitress.server import BaseWSGIServer
+from waitress.task import ErrorTask
+
+from clock_server.api.request_guard import BodyGate
+
+
+class NoSniffErrorTask(ErrorTask):  # type: ignore[misc]
+    """waitress's plain-text error answer, with nosniff like every other answer."""
+
+    def execute(self) -> None:
+        self.response_headers.append(("X-Content-Type-Options", "nosniff"))
+        super().execute()
+
+
+class GuardedParser(HTTPRequestParser):  # type: ignore[misc]
+    """One request as waitress parses it, with a deadline for its headers and a gate for its
+    body. `gate` and `header_timeout_s` are set on a subclass per server (`channel_class`)."""
+
+    gate: BodyGate | None = None
+    header_timeout_s: float = 10.0
+    completed: bool = False  # waitress's own defaults, declared for the type checker
+    body_rcv: Any = None
+
+    def __init__(self, adj: Any) -> None:
+        super().__init__(adj)
+        self.headers_due = time.monotonic() + self.header_timeout_s  # from its first byte
+        self._gated = False
+
+    def received(self, data: bytes) -> int:
+        consumed: int = super().received(data)
+        if not self.headers_finished or self._gated:
+            return consumed
+        self._gated = True
+        if self.completed or self.body_rcv is None or self.gate is None:
+            return consumed
+        headers = self.headers
+
+        def header(name: str) -> str | None:
+            value: str | None = headers.get(name.upper().replace("-", "_"))
+            return value
+
+        if not self.gate.body_unread(
+            self.command, self.path, header, self.content_length, self.chunked
+        ):
+            return consumed
+        # The app answers from the headers alone: read no byte of the body, and close the
+        # connection after the answer, since the rest of the body is still on its way.
+        self.body_rcv.getbuf().close()
+        self.body_rcv = None
+        self.expect_continue = False
+        self.headers["CONNECTION"] = "close"
+        self.completed = True
+        return len(data)
+
+
+class GuardedChannel(HTTPChannel):  # type: ignore[misc]
+    """A connection whose request headers must be in by their parser's deadline."""
+
+    parser_class = GuardedParser
+    error_task_class = NoSniffErrorTask
+
+    def readable(self) -> bool:
+        request = self.request
+        if (
+            request is not None
+            and not request.headers_finished
+            and time.monotonic() > request.headers_due
+        ):
+            self.will_close = True  # closed by the loop's next turn (handle_write)
+            return False
+        return bool(super().readable())
+
+
+def guard_connections(server: Any, gate: BodyGate | None, header_timeout_s: float) -> None:
+    """Make every listener of the waitress `server` (one, or a MultiSocketServer's) open
+    GuardedChannels with this gate and header deadline."""
+    parser = type(
+        "ServerParser", (GuardedParser,), {"gate": gate, "header_timeout_s": header_timeout_s}
+    )
+    channel = type("ServerChannel", (GuardedChannel,), {"parser_class": parser})
+    listeners = [server, *getattr(server, "map", {}).values()]
+    for listener in listeners:
+        if isinstance(listener, BaseWSGIServer):
+            listener.channel_class = channel

@@ -1,0 +1,265 @@
+"""The HTTP edge in the app: JSON bodies only, no foreign Origin, a Host served, nosniff, and
+/metrics behind a token when asked. What a page of another site can make a browser send must
+be refused and change nothing."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clock_server.api.app import create_app
+from clock_server.api.request_guard import BODY_LIMITS, HostNames, served_hosts, split_host
+from clock_server.api.services import Services
+from clock_server.api.tokens import TokenTable, load_tokens
+from clock_server.errors import ConfigError
+from clock_server.metrics import Metrics
+from clock_server.runtime.serve import serve
+from clock_server.settings import Settings
+from clock_server.store import migrate
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.db import make_engine
+from clock_server.testing import InMemoryPublisher, SettableClock
+
+ADMIN = "guard-admin-token-0123456789"
+READER = "guard-reader-token-0123456789"
+ORDERS = "guard-orders-token-0123456789"
+TOKENS = f"{ADMIN}=*;{READER}=*:read;{ORDERS}=orders"
+FORM = "application/x-www-form-urlencoded"
+
+
+class Edge:
+    """The app over a store, with these settings."""
+
+    def __init__(self, store: AlarmStore, clock: SettableClock, **settings: Any) -> None:
+        self.settings = Settings(**settings)
+        tokens = load_tokens(self.settings.tokens, self.settings.tokens_file)
+        services = Services(
+            self.settings, store, clock, Metrics(), publisher=InMemoryPublisher(), tokens=tokens
+        )
+        self.client = create_app(services).test_client()
+        self.clock = clock
+
+    def create(self, business_id: str, **headers: str) -> Any:
+        body = {"application": "orders", "business_id": business_id, "payload": "p",
+                "delay_ms": 60_000}  # fmt: skip
+        return self.client.post("/v1/alarms", json=body, headers=headers)
+
+    def statuses(self) -> dict[str, str]:
+        response = self.client.get("/v1/alarms?application=orders")
+        return {a["business_id"]: a["status"] for a in response.get_json()["alarms"]}
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("guard") / "clock.db"
+    engine = make_engine(f"sqlite:///{path}")
+    migrate.upgrade(engine)
+    engine.dispose()
+    return path
+
+
+@pytest.fixture
+def store(migrated: Path, tmp_path: Path) -> Iterator[AlarmStore]:
+    """An empty store of its own: a copy of the migrated file."""
+    path = Path(shutil.copy(migrated, tmp_path / "clock.db"))
+    engine = make_engine(f"sqlite:///{path}")
+    yield AlarmStore(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def edge(store: AlarmStore, fake_clock: SettableClock) -> Edge:
+    return Edge(store, fake_clock)
+
+
+def _error(response: Any, status: int, code: str) -> str:
+    assert response.status_code == status, response.get_data(as_text=True)
+    error = response.get_json()["error"]
+    assert error["code"] == code
+    return str(error["message"])
+
+
+# --- bodies: JSON only ------------------------------------------------------------------------
+
+
+def test_a_text_plain_form_creates_nothing(edge: Edge) -> None:
+    raw = '{"application": "orders", "business_id": "x", "payload": "p", "delay_ms": 1}'
+    for content_type in ("text/plain", "text/plain;charset=UTF-8", FORM, "multipart/form-data"):
+        response = edge.client.post("/v1/alarms", data=raw, content_type=content_type)
+        message = _error(response, 415, "unsupported_media_type")
+        assert "application/json" in message and repr(content_type.split(";")[0]) in message
+    response = edge.client.post("/v1/alarms", data=raw)  # a body that names no type
+    assert "names none" in _error(response, 415, "unsupported_media_type")
+    assert edge.statuses() == {}
+
+
+def test_an_empty_form_cancels_nothing(edge: Edge) -> None:
+    assert edge.create("a").status_code == 201
+    for content_type in ("text/plain", FORM):
+        response = edge.client.post("/v1/alarms/cancel", data=b"", content_type=content_type)
+        _error(response, 415, "unsupported_media_type")
+        response = edge.client.delete("/v1/alarms/orders/a", content_type=content_type)
+        _error(response, 415, "unsupported_media_type")
+    assert edge.statuses() == {"a": "pending"}
+
+
+def test_json_with_a_charset_and_bodiless_changes_are_served(edge: Edge) -> None:
+    raw = '{"application": "orders", "business_id": "a", "payload": "p", "delay_ms": 60000}'
+    response = edge.client.post(
+        "/v1/alarms", data=raw, content_type="application/json; charset=utf-8"
+    )
+    assert response.status_code == 201
+    assert edge.client.delete("/v1/alarms/orders/a").status_code == 200  # no body, no type
+    response = edge.client.post("/v1/alarms/orders/a/redrive")  # no body: due now
+    assert _error(response, 409, "conflict")  # reached the route: it is cancelled
+    assert edge.statuses() == {"a": "cancelled"}
+
+
+def test_every_route_that_reads_a_body_has_a_limit(edge: Edge) -> None:
+    app = edge.client.application
+    reading = {
+        rule.endpoint
+        for rule in app.url_map.iter_rules()
+        if rule.methods and rule.methods & {"POST", "PUT", "PATCH"}
+    }
+    assert reading == set(BODY_LIMITS)
+
+
+def test_a_declared_length_over_the_route_limit_is_413(edge: Edge) -> None:
+    raw = b'{"max": 1}' + b" " * 2_000  # whitespace is JSON; the pull route takes 1 KiB
+    response = edge.client.post("/v1/applications/orders/pull", data=raw,
+                                content_type="application/json")  # fmt: skip
+    assert "over the limit of 1024 (1 KiB)" in _error(response, 413, "payload_too_large")
+
+
+# --- Origin and Sec-Fetch-Site ----------------------------------------------------------------
+
+
+def test_a_foreign_origin_is_refused_and_changes_nothing(edge: Edge) -> None:
+    for origin in ("http://evil.example", "http://localhost:9999", "null", "http://localhost/x"):
+        message = _error(edge.create("x", Origin=origin), 403, "forbidden")
+        assert repr(origin) in message
+        _error(edge.client.get("/v1/alarms", headers={"Origin": origin}), 403, "forbidden")
+    assert edge.statuses() == {}
+
+
+def test_the_servers_own_origin_is_served(edge: Edge) -> None:
+    """Its own Host, by either scheme: behind a proxy that ends TLS, the page is https."""
+    assert edge.create("a", Origin="http://localhost").status_code == 201
+    assert edge.create("d", Origin="https://localhost").status_code == 201
+    assert edge.create("b", Origin="http://localhost:80").status_code == 201
+    headers = {"Origin": "http://127.0.0.1:8080", "Host": "127.0.0.1:8080"}
+    assert edge.create("c", **headers).status_code == 201
+
+
+def test_allowed_origins_are_served(store: AlarmStore, fake_clock: SettableClock) -> None:
+    edge = Edge(store, fake_clock, allowed_origins="https://clock.example.com, http://ops:81")
+    assert edge.create("a", Origin="https://clock.example.com:443").status_code == 201
+    assert edge.create("b", Origin="http://ops:81").status_code == 201
+    _error(edge.create("c", Origin="http://ops:82"), 403, "forbidden")
+
+
+def test_a_cross_site_fetch_may_read_but_not_change(edge: Edge) -> None:
+    message = _error(edge.create("x", **{"Sec-Fetch-Site": "cross-site"}), 403, "forbidden")
+    assert "Sec-Fetch-Site" in message
+    assert edge.create("y", **{"Sec-Fetch-Site": "same-origin"}).status_code == 201
+    response = edge.client.get("/v1/alarms/orders/y", headers={"Sec-Fetch-Site": "cross-site"})
+    assert response.status_code == 200
+    assert edge.statuses() == {"y": "pending"}
+
+
+# --- Host ---------------------------------------------------------------------------------------
+
+
+def test_a_host_not_served_is_421_naming_the_names(edge: Edge) -> None:
+    for host in ("rebound.example", "rebound.example:8080", "10.0.0.5"):
+        response = edge.create("x", Host=host)
+        message = _error(response, 421, "misdirected_request")
+        assert repr(host) in message and "127.0.0.1, [::1], localhost" in message
+    assert edge.statuses() == {}
+    for host in ("localhost", "LOCALHOST:8080", "127.0.0.1:1", "[::1]:8080", "localhost."):
+        assert edge.client.get("/v1/alarms", headers={"Host": host}).status_code == 200, host
+
+
+def test_the_probes_answer_to_any_host(edge: Edge) -> None:
+    for probe in ("/livez", "/readyz", "/healthz"):
+        response = edge.client.get(probe, headers={"Host": "10.1.2.3:8080"})
+        assert response.status_code in (200, 503), probe  # the broker twin may be down
+        assert "error" not in (response.get_json() or {})
+    _error(edge.client.get("/metrics", headers={"Host": "10.1.2.3"}), 421, "misdirected_request")
+
+
+def test_which_hosts_are_served_by_default() -> None:
+    tokens = load_tokens(TOKENS, "")
+    assert served_hosts(Settings(), TokenTable()) == HostNames(
+        frozenset({"127.0.0.1", "localhost", "[::1]"})
+    )
+    assert "[::1]" in str(served_hosts(Settings(host="::1"), TokenTable()))
+    assert served_hosts(Settings(host="0.0.0.0"), tokens) == HostNames(None)  # tokens guard
+    with pytest.raises(ConfigError, match="CLOCK_ALLOWED_HOSTS") as caught:
+        served_hosts(Settings(host="0.0.0.0"), TokenTable())
+    assert caught.value.field == "allowed_hosts"
+    names = served_hosts(Settings(host="0.0.0.0", allowed_hosts="clock.internal, a:81"), tokens)
+    assert names.allows("clock.internal:8080") and names.allows("A:81")
+    assert not names.allows("a:82") and not names.allows("localhost")
+    assert served_hosts(Settings(allowed_hosts="*"), TokenTable()).allows("anything")
+    assert split_host("[::1]:8080") == ("[::1]", "8080")
+    assert split_host("Example.COM.") == ("example.com", "")
+
+
+def test_serve_needs_host_names_off_loopback_without_tokens_before_anything_starts() -> None:
+    settings = Settings(
+        host="0.0.0.0",
+        allow_unauthenticated=True,
+        database_url="sqlite:////nonexistent/dir/clock.db",
+    )
+    with pytest.raises(ConfigError, match="needs CLOCK_ALLOWED_HOSTS"):
+        serve(settings)
+    with pytest.raises(ConfigError, match="CLOCK_ALLOWED_ORIGINS"):
+        serve(Settings(allowed_origins="clock.example.com", database_url=settings.database_url))
+
+
+def test_bad_allowed_origins_stop_the_server(store: AlarmStore, fake_clock: SettableClock) -> None:
+    for bad in ("clock.example.com", "ftp://x", "https://x/path"):
+        with pytest.raises(ConfigError, match="CLOCK_ALLOWED_ORIGINS"):
+            Edge(store, fake_clock, allowed_origins=bad)
+
+
+# --- nosniff and /metrics -----------------------------------------------------------------------
+
+
+def test_every_answer_says_nosniff(edge: Edge) -> None:
+    answers = [
+        edge.create("a"),
+        edge.client.get("/v1/alarms/orders/missing"),
+        edge.client.get("/metrics"),
+        edge.client.get("/openapi.json"),
+        edge.client.get("/nowhere"),
+        edge.client.post("/v1/alarms", data="x", content_type="text/plain"),
+        edge.client.get("/console"),
+    ]
+    for response in answers:
+        assert response.headers["X-Content-Type-Options"] == "nosniff", response.status
+        response.close()
+
+
+def test_metrics_can_require_a_token_of_every_application(
+    store: AlarmStore, fake_clock: SettableClock
+) -> None:
+    edge = Edge(store, fake_clock, tokens=TOKENS, metrics_token_required=True)
+    _error(edge.client.get("/metrics"), 401, "unauthorized")
+    orders = {"Authorization": f"Bearer {ORDERS}"}
+    message = _error(edge.client.get("/metrics", headers=orders), 403, "forbidden")
+    assert "every application" in message
+    for token in (ADMIN, READER):
+        response = edge.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 200 and b"clock_" in response.data
+    assert edge.client.get("/healthz").status_code in (200, 503)  # the probes stay open
+    open_metrics = Edge(store, fake_clock, tokens=TOKENS)  # the default: open
+    assert open_metrics.client.get("/metrics").status_code == 200
+    with pytest.raises(ConfigError, match="needs tokens"):
+        Settings(metrics_token_required=True)
