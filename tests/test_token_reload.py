@@ -137,6 +137,14 @@ def status(server: ServerProcess, token: str) -> int:
     return requests.get(url, headers=headers, timeout=5).status_code
 
 
+def created(server: ServerProcess, token: str, business_id: str) -> int:
+    """A create with a body: the server's I/O thread looks at its token before reading it."""
+    body = {"application": "orders", "business_id": business_id, "payload": "p", "delay_ms": 60_000}
+    headers = {"Authorization": f"Bearer {token}", "Connection": "close"}
+    url = server.base_url + "/v1/alarms"
+    return requests.post(url, json=body, headers=headers, timeout=5).status_code
+
+
 def all_answer(server: ServerProcess, token: str, code: int, tries: int = 12) -> bool:
     return all(status(server, token) == code for _ in range(tries))
 
@@ -169,6 +177,7 @@ def test_a_server_reloads_its_tokens_file_on_sighup_and_on_change(
         write(tokens, f"{OLD}=orders", f"{hashed_form(NEW)}=orders", f"{ADMIN}=*")
         eventually(lambda: reloads_logged(log) == workers)
         assert all_answer(server, OLD, 200) and all_answer(server, NEW, 200)
+        assert [created(server, NEW, f"new-{n}") for n in range(6)] == [201] * 6
         # A bad file on SIGHUP: the server lives on with the tokens in force.
         tokens.write_text("broken line\n")
         assert server.process is not None

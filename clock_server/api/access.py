@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from flask import current_app, g, request
 
-from clock_server.api.tokens import Grant, TokenTable
+from clock_server.api.tokens import Grant, Tokens
 from clock_server.errors import Forbidden, Unauthorized
 from clock_server.model import ADMIN, ANONYMOUS
 
@@ -48,7 +48,7 @@ def needs_token(path: str, metrics_token_required: bool) -> bool:
 
 
 def caller_grant(
-    table: TokenTable,
+    table: Tokens,
     metrics_token_required: bool,
     method: str,
     path: str,

@@ -33,7 +33,7 @@ from werkzeug.routing import MapAdapter
 
 from clock_server.api import action_routes, application_routes, pull_routes, routes
 from clock_server.api.access import caller_grant
-from clock_server.api.tokens import TokenTable, is_loopback
+from clock_server.api.tokens import Tokens, is_loopback
 from clock_server.errors import (
     ClockError,
     ConfigError,
@@ -115,7 +115,7 @@ def split_host(host: str) -> tuple[str, str]:
     return name.rstrip("."), port
 
 
-def served_hosts(settings: Settings, tokens: TokenTable) -> HostNames:
+def served_hosts(settings: Settings, tokens: Tokens) -> HostNames:
     """The names this server answers to; ConfigError when none is safe to assume."""
     configured = [part.strip().lower() for part in settings.allowed_hosts.split(",")]
     configured = [part for part in configured if part]
@@ -176,12 +176,12 @@ class RequestGuard:
     """The checks above, built once from the settings."""
 
     settings: Settings
-    tokens: TokenTable
+    tokens: Tokens
     hosts: HostNames
     origins: frozenset[str]
 
     @classmethod
-    def build(cls, settings: Settings, tokens: TokenTable) -> RequestGuard:
+    def build(cls, settings: Settings, tokens: Tokens) -> RequestGuard:
         return cls(settings, tokens, served_hosts(settings, tokens), served_origins(settings))
 
     def screen(self, method: str, path: str, header: Header) -> None:

@@ -259,3 +259,7 @@ def check_exposure(host: str, tokens: TokenTable, allow_unauthenticated: bool) -
         "CLOCK_ALLOW_UNAUTHENTICATED=true if something in front of clock authenticates",
         field="host",
     )
+
+
+# What a request looks its token up in: a fixed table, or the one a reload replaces.
+Tokens = TokenTable | LiveTokens
