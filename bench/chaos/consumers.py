@@ -25,28 +25,38 @@ EXCHANGE = "clock"
 PULL_MAX, PULL_WAIT_S = 10, 2
 
 
-class AmqpConsumer:
+class _ConsumerThread:
+    """A consumer's loop on a thread of its own, `_run` until `stop()`."""
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+class AmqpConsumer(_ConsumerThread):
     def __init__(
         self, application: str, node_urls: list[str], first_node: int, recorder: Recorder
     ) -> None:
+        super().__init__(f"amqp-{application}")
         self.application = application
         self.nodes = node_urls
         self.node = first_node % len(node_urls)
         self.recorder = recorder
         self.reconnects = 0
-        self._stop = threading.Event()
         self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"amqp-{application}")
 
     def start(self) -> AmqpConsumer:
         self._thread.start()
         if not self._ready.wait(30):
             raise RuntimeError(f"the consumer of {self.application} did not connect")
         return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(15)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -92,26 +102,21 @@ class AmqpConsumer:
                 connection.close()
 
 
-class PullConsumer:
+class PullConsumer(_ConsumerThread):
     def __init__(
         self, application: str, base_urls: list[str], first: int, recorder: Recorder
     ) -> None:
+        super().__init__(f"pull-{first}")
         self.application = application
         self.base_urls = base_urls
         self.server = first % len(base_urls)
         self.recorder = recorder
         self.failed_acks = 0
         self._session = requests.Session()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"pull-{first}")
 
     def start(self) -> PullConsumer:
         self._thread.start()
         return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(15)
 
     def _run(self) -> None:
         while not self._stop.is_set():
