@@ -165,8 +165,9 @@ def _errors(*codes: int) -> dict[str, Any]:
         404: "no such alarm",
         409: "the alarm is not pending",
         413: "body or payload over the limit",
-        429: "over the application's creation rate (rate_limited, with Retry-After) or its "
-        "pending alarms (capacity_exceeded); nothing was stored",
+        429: "over the application's creation rate (rate_limited, with Retry-After; PATCH and "
+        "count take the same rate, in a bucket of their own) or its pending alarms "
+        "(capacity_exceeded); nothing was stored or changed",
         503: "database unavailable",
     }
     responses = {
@@ -325,7 +326,7 @@ def _count_path() -> dict[str, Any]:
             "requestBody": {"required": False, **_json(body)},
             "responses": {
                 "200": {"description": "the alarm after the count", **_json(counted)},
-                **_errors(400, 401, 403, 404, 409, 503),
+                **_errors(400, 401, 403, 404, 409, 429, 503),
             },
         },
     }
@@ -645,7 +646,7 @@ def openapi_document() -> dict[str, Any]:
                 "requestBody": {"required": True, **_json(_ref("UpdateAlarm"))},
                 "responses": {
                     "200": _alarm_ok("changed"),
-                    **_errors(400, 401, 403, 404, 409, 413, 503),
+                    **_errors(400, 401, 403, 404, 409, 413, 429, 503),
                 },
             },
             "delete": {
