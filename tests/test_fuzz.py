@@ -214,7 +214,9 @@ def test_admin_requests_from_the_document(target: Target, operation: Any, mode: 
         response = case.call(app=target.app)
         target.count(f"{_label(operation)} {mode.value}", response.status_code)
         checks = list(CONFORMANCE)
-        if negative and operation.path != BATCH:
+        # A 413 rejects the data too (a body over its route's limit is refused unread), but
+        # schemathesis does not count it among the rejections it expects.
+        if negative and operation.path != BATCH and response.status_code != 413:
             checks.append(negative_data_rejection)
         case.validate_response(response, checks=checks)
         if negative and operation.path == BATCH and response.status_code == 200:

@@ -189,6 +189,7 @@ def _errors(*codes: int) -> dict[str, Any]:
 
 _EDGE_ERRORS = {
     "403": "a foreign Origin, or a change with Sec-Fetch-Site: cross-site",
+    "413": "a declared body length over the route's limit; nothing was read",
     "415": "a body, or a Content-Type, that is not application/json; nothing was read",
     "421": "a Host this server does not serve (CLOCK_ALLOWED_HOSTS)",
 }
@@ -204,6 +205,8 @@ def _add_edge_errors(paths: dict[str, Any]) -> None:
             codes = ["403"] + (["421"] if path not in ("/livez", "/readyz", "/healthz") else [])
             if method in ("post", "put", "patch", "delete"):
                 codes.append("415")
+            if method in ("post", "put", "patch"):  # each has its limit (BODY_LIMITS)
+                codes.append("413")
             for code in codes:
                 responses.setdefault(
                     code, {"description": _EDGE_ERRORS[code], **_json(_ref("Error"))}
@@ -326,7 +329,7 @@ def _count_path() -> dict[str, Any]:
             "requestBody": {"required": False, **_json(body)},
             "responses": {
                 "200": {"description": "the alarm after the count", **_json(counted)},
-                **_errors(400, 401, 403, 404, 409, 429, 503),
+                **_errors(400, 401, 403, 404, 409, 413, 429, 503),
             },
         },
     }
