@@ -234,14 +234,14 @@ class BatchRinger:
         # wakes once for the batch, not once for each moment.
         for ready, at_ms, pending in reversed(sent):
             flags = pending.wait(deadline.remaining_s())
-            late = set(pending.too_late)  # not sent: their cutoff passed at the moment
-            refused = set(pending.refused)
-            expired += [ready[index] for index in sorted(late)]
-            # Neither confirmed nor refused: the broker never settled them.
-            told = late | refused
-            held += [ready[i] for i, ok in enumerate(flags) if not ok and i not in told]
-            kept = [i for i, ok in enumerate(flags) if ok or i in refused]
-            if len(kept) < len(ready):
+            if not all(flags):  # each confirmed: nothing to sort out (a burst's usual case)
+                late = set(pending.too_late)  # not sent: their cutoff passed at the moment
+                refused = set(pending.refused)
+                expired += [ready[index] for index in sorted(late)]
+                # Neither confirmed nor refused: the broker never settled them.
+                told = late | refused
+                held += [ready[i] for i, ok in enumerate(flags) if not ok and i not in told]
+                kept = [i for i, ok in enumerate(flags) if ok or i in refused]
                 ready, flags = [ready[i] for i in kept], [flags[i] for i in kept]
             confirmed.append((ready, pending.sent_at_ms or at_ms, flags))
         confirmed.reverse()
