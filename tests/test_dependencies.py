@@ -76,3 +76,18 @@ def test_the_image_installs_with_the_constraints() -> None:
     assert "COPY setup.cfg pyproject.toml README.md constraints.txt ./" in dockerfile
     installs = [line for line in dockerfile.splitlines() if "pip install" in line]
     assert installs and all("-c constraints.txt" in line for line in installs)
+
+
+def test_pika_is_pinned_to_one_version() -> None:
+    """clock's connection reaches into pika's private transport and methods
+    (clock_server/broker/amqp_connection.py), which any release may change: setup.cfg
+    allows the one version they were checked against, the one constraints.txt installs."""
+    (requirement,) = [r for r in runtime_requirements() if canonicalize_name(r.name) == "pika"]
+    specifiers = list(requirement.specifier)
+    assert [s.operator for s in specifiers] == ["=="], (
+        f"setup.cfg must pin pika to one version (pika==X.Y.Z), not {requirement}"
+    )
+    assert Version(specifiers[0].version) == pins()["pika"], (
+        f"setup.cfg's {requirement} and constraints.txt's pika=={pins()['pika']} differ"
+    )
+    assert Version(distribution("pika").version) == pins()["pika"], "pika installed is not pinned"
