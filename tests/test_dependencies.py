@@ -12,6 +12,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from clock_server.broker.pika_private import PIKA_VERSION
+
 ROOT = Path(__file__).resolve().parent.parent
 _PIN = re.compile(r"([A-Za-z0-9._-]+)==([0-9][A-Za-z0-9.+!-]*)")
 
@@ -80,7 +82,7 @@ def test_the_image_installs_with_the_constraints() -> None:
 
 def test_pika_is_pinned_to_one_version() -> None:
     """clock's connection reaches into pika's private transport and methods
-    (clock_server/broker/amqp_connection.py), which any release may change: setup.cfg
+    (clock_server/broker/pika_private.py lists them), which any release may change: setup.cfg
     allows the one version they were checked against, the one constraints.txt installs."""
     (requirement,) = [r for r in runtime_requirements() if canonicalize_name(r.name) == "pika"]
     specifiers = list(requirement.specifier)
@@ -91,3 +93,6 @@ def test_pika_is_pinned_to_one_version() -> None:
         f"setup.cfg's {requirement} and constraints.txt's pika=={pins()['pika']} differ"
     )
     assert Version(distribution("pika").version) == pins()["pika"], "pika installed is not pinned"
+    assert Version(PIKA_VERSION) == pins()["pika"], (
+        f"clock_server/broker/pika_private.py was checked against pika {PIKA_VERSION}"
+    )

@@ -11,8 +11,10 @@ the Basic.Ack frames at the start of what it gave are read with struct and settl
 directly. Everything else (a nack, a return, a partial frame, a frame of another channel,
 the end of the stream, an error) still goes through pika, in the order it came.
 
-This leans on pika's private transport (its socket, state and reader) on purpose: pika is
-pinned below 2, and tests/test_amqp_publisher.py fails if any of it changes.
+Over TLS (amqps) pika's own transport does the reads and writes, and only the acks are
+read here. This leans on private parts of pika on purpose, every one of them listed in
+pika_private.py: setup.cfg pins pika to the version they were checked against, and
+tests/test_pika_private_names.py fails, naming it, if one of them changes.
 """
 
 from __future__ import annotations
