@@ -39,6 +39,7 @@ class Settings:
 
     database_url: str = DEFAULT_DATABASE_URL
     amqp_url: str = DEFAULT_AMQP_URL
+    amqp_ca_file: str = ""  # PEM CA certificates amqps:// nodes are verified with
     exchange: str = "clock"
     dead_letter_exchange: str = "clock.dead"  # empty: dead alarms are not published
     queue_prefix: str = "clock."
@@ -163,6 +164,14 @@ class Settings:
                 "a page can hold any one alarm (six bytes per payload byte, as JSON may escape "
                 "them, and 16 KiB more)",
                 field="page_max_bytes",
+            )
+        if self.amqp_ca_file and not any(
+            url.strip().lower().startswith("amqps://") for url in self.amqp_url.split(",")
+        ):
+            raise ConfigError(
+                "CLOCK_AMQP_CA_FILE verifies amqps:// nodes, and CLOCK_AMQP_URL names none: "
+                "give amqps:// URLs, or leave it unset",
+                field="amqp_ca_file",
             )
         if self.queue_type not in ("classic", "quorum"):
             raise ConfigError(

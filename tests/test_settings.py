@@ -33,6 +33,7 @@ def test_the_defaults_are_valid():
         ({"lease_s": 2.0, "preload_window_s": 1.0}, "CLOCK_LEASE_S"),
         ({"payload_max_bytes": PAYLOAD_LIMIT_BYTES}, "CLOCK_BATCH_MAX_BYTES"),
         ({"loop_stall_s": 0}, "CLOCK_LOOP_STALL_S"),
+        ({"amqp_ca_file": "/etc/clock/ca.pem"}, "CLOCK_AMQP_CA_FILE"),  # no amqps:// node
     ],
 )
 def test_impossible_values_are_refused_by_name(changes: dict, variable: str):
@@ -110,3 +111,11 @@ def test_the_dead_letter_exchange_defaults_to_clock_dead_and_empty_turns_it_off(
     assert Settings.from_env({"CLOCK_DEAD_LETTER_EXCHANGE": ""}).dead_letter_exchange == ""
     with pytest.raises(ConfigError, match="CLOCK_DEAD_LETTER_EXCHANGE"):
         Settings.from_env({"CLOCK_EXCHANGE": "x", "CLOCK_DEAD_LETTER_EXCHANGE": "x"})
+
+
+def test_a_ca_file_goes_with_amqps_nodes_and_is_not_read_with_the_settings(tmp_path: Path):
+    environ = {
+        "CLOCK_AMQP_URL": "amqp://u:p@a:5672/%2F, amqps://u:p@b/%2F",
+        "CLOCK_AMQP_CA_FILE": str(tmp_path / "absent.pem"),
+    }
+    assert Settings.from_env(environ).amqp_ca_file == str(tmp_path / "absent.pem")

@@ -3,6 +3,9 @@ connection parameters, shared by every connection clock opens to RabbitMQ."""
 
 from __future__ import annotations
 
+import ssl
+import urllib.parse
+
 import pika
 
 from clock_server.errors import ConfigError
@@ -16,9 +19,29 @@ def node_urls(url: str) -> list[str]:
     return urls
 
 
-def node_parameters(url: str, connection_name: str, connect_timeout_s: float) -> pika.URLParameters:
+def tls_context(ca_file: str) -> ssl.SSLContext | None:
+    """What amqps:// nodes are verified with: the CA certificates of `ca_file` (PEM) alone,
+    the host name checked; None, for pika's default (the system's CAs), when it is empty.
+    ConfigError when the file cannot be read as CA certificates."""
+    if not ca_file:
+        return None
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except OSError as exc:  # ssl.SSLError too: no certificate in it
+        raise ConfigError(
+            f"CLOCK_AMQP_CA_FILE={ca_file!r} cannot be read as PEM CA certificates: {exc}",
+            field="amqp_ca_file",
+        ) from exc
+
+
+def node_parameters(
+    url: str,
+    connection_name: str,
+    connect_timeout_s: float,
+    tls: ssl.SSLContext | None = None,
+) -> pika.URLParameters:
     """One attempt per connect, within `connect_timeout_s`, named `connection_name` in the
-    broker's management UI."""
+    broker's management UI; an amqps:// node is verified with `tls` when it is given."""
     try:
         params = pika.URLParameters(url)
     except ValueError as exc:
@@ -27,4 +50,12 @@ def node_parameters(url: str, connection_name: str, connect_timeout_s: float) ->
     params.socket_timeout = params.stack_timeout = connect_timeout_s
     properties = dict(params.client_properties or {})
     params.client_properties = {"connection_name": connection_name, **properties}
+    if tls is not None and params.ssl_options is not None:
+        if "ssl_options" in urllib.parse.parse_qs(urllib.parse.urlsplit(url).query):
+            raise ConfigError(
+                "an AMQP url with ssl_options of its own names its CA there: leave "
+                "CLOCK_AMQP_CA_FILE unset",
+                field="amqp_ca_file",
+            )
+        params.ssl_options = pika.SSLOptions(tls)
     return params

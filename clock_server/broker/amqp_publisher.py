@@ -18,7 +18,7 @@ from pika.exchange_type import ExchangeType
 
 from clock_server.broker.amqp_connection import PublishingConnection
 from clock_server.broker.amqp_frames import message_frames, publish_method_frame
-from clock_server.broker.amqp_nodes import node_parameters, node_urls
+from clock_server.broker.amqp_nodes import node_parameters, node_urls, tls_context
 from clock_server.broker.confirms import Batch, ConfirmTracker
 from clock_server.broker.moments import MomentQueue
 from clock_server.broker.publisher import PendingBatch, TimedBatch, TimedGroup
@@ -84,7 +84,8 @@ class AmqpPublisher:
     tried again on the next node. ``queue_type`` is the type of the queues it declares,
     ``classic`` or ``quorum``; ``name`` names the connection in the broker's management UI.
     ``observe_confirm`` is given, for each batch the broker confirmed entirely, the seconds
-    from sending it to its last confirm.
+    from sending it to its last confirm. ``ca_file`` (PEM) holds the CA certificates that
+    ``amqps://`` nodes are verified with, instead of the system's.
     """
 
     def __init__(
@@ -97,8 +98,10 @@ class AmqpPublisher:
         queue_type: str = "classic",
         name: str = "clock-publisher",
         observe_confirm: Callable[[float], None] | None = None,
+        ca_file: str = "",
     ) -> None:
         self._name = name
+        self._ca_file = ca_file
         self.observe_confirm = observe_confirm
         self._url = url
         self._queue_arguments = {"x-queue-type": queue_type} if queue_type != "classic" else None
@@ -129,13 +132,14 @@ class AmqpPublisher:
         """Start the IO thread, which connects (and keeps reconnecting) in the background."""
         if self._thread is not None:
             raise RuntimeError("AmqpPublisher already started")
-        self._nodes = [self._node_parameters(url) for url in node_urls(self._url)]
+        tls = tls_context(self._ca_file)
+        self._nodes = [
+            node_parameters(url, self._name, self._connect_timeout_s, tls)
+            for url in node_urls(self._url)
+        ]
         self._ioloop = IOLoop()
         self._thread = threading.Thread(target=self._run, name="amqp-publisher", daemon=True)
         self._thread.start()
-
-    def _node_parameters(self, url: str) -> pika.URLParameters:
-        return node_parameters(url, self._name, self._connect_timeout_s)
 
     def wait_healthy(self, timeout_s: float) -> bool:
         """Block until the channel is ready or ``timeout_s`` passes; returns ``is_healthy()``."""

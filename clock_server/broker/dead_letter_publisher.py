@@ -25,7 +25,7 @@ import pika
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exchange_type import ExchangeType
 
-from clock_server.broker.amqp_nodes import node_parameters, node_urls
+from clock_server.broker.amqp_nodes import node_parameters, node_urls, tls_context
 from clock_server.model import DeadLetter
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,8 @@ CONTENT_TYPE = "application/json"
 
 class AmqpDeadLetterPublisher:
     """Publishes dead letters to `exchange`; `url` may name several nodes of one cluster,
-    comma-separated, tried in turn. Use it from one thread at a time."""
+    comma-separated, tried in turn; `ca_file` (PEM) holds the CA certificates its amqps://
+    nodes are verified with, read here. Use it from one thread at a time."""
 
     def __init__(
         self,
@@ -43,8 +44,10 @@ class AmqpDeadLetterPublisher:
         exchange: str,
         connect_timeout_s: float = 5.0,
         name: str = "clock-dead-letters",
+        ca_file: str = "",
     ) -> None:
         self.exchange = exchange
+        self._tls = tls_context(ca_file)
         self._url = url
         self._connect_timeout_s = connect_timeout_s
         self._name = name
@@ -89,7 +92,7 @@ class AmqpDeadLetterPublisher:
         return None
 
     def _parameters(self, url: str, timeout_s: float) -> pika.URLParameters:
-        params = node_parameters(url, self._name, self._connect_timeout_s)
+        params = node_parameters(url, self._name, self._connect_timeout_s, self._tls)
         # A broker that stops answering shows as missed heartbeats; one that blocks
         # publishers (a resource alarm) as this timeout.
         params.heartbeat = max(1, int(timeout_s / 2))

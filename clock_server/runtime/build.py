@@ -109,6 +109,7 @@ def build(
                 queue_type=settings.queue_type,
                 name=name,
                 observe_confirm=metrics.confirm_latency.observe,
+                ca_file=settings.amqp_ca_file,
             )
             for name in ("clock-publisher", "clock-publisher-express")
         )
@@ -173,7 +174,9 @@ def dead_letter_relay(
     return DeadLetterRelay(
         SqlDeadLetterOutbox(store),
         SqlJobLease(store),
-        AmqpDeadLetterPublisher(settings.amqp_url, settings.dead_letter_exchange),
+        AmqpDeadLetterPublisher(
+            settings.amqp_url, settings.dead_letter_exchange, ca_file=settings.amqp_ca_file
+        ),
         clock,
         metrics,
         owner=settings.instance_id,
