@@ -2,7 +2,8 @@
 and the chaos run.
 
 Each node gets its own name, ports, config, data and log directories (owned by the rabbitmq
-user), so the main node on 5672 is never touched. stop() ends every node, whatever happened.
+user), so the main node on 5672 is never touched. stop() ends every node, whatever happened,
+and removes the directory.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ class RabbitCluster:
         self.names = [f"clk{tag}n{i}@localhost" for i in range(size)]
         self.ports = [free_port() for _ in range(size)]
         self.directory = Path(tempfile.mkdtemp(prefix="clock-rabbit-", dir="/tmp"))
+        # More lines for every node's rabbitmq.conf (a TLS listener, say); the files they name
+        # may be put in `directory`, which start() hands to the rabbitmq user.
+        self.config = ""
 
     @property
     def urls(self) -> list[str]:
@@ -33,7 +37,7 @@ class RabbitCluster:
 
     def start(self) -> RabbitCluster:
         self.directory.chmod(0o755)
-        shutil.chown(self.directory, "rabbitmq", "rabbitmq")
+        subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(self.directory)], check=True)
         for name, port in zip(self.names, self.ports, strict=True):
             self._start_node(name, port)
         for name in self.names:
@@ -71,7 +75,9 @@ class RabbitCluster:
         (home / "mnesia").mkdir(parents=True)
         (home / "log").mkdir()
         config = home / "rabbitmq.conf"
-        config.write_text(f"listeners.tcp.local = 127.0.0.1:{port}\nloopback_users = none\n")
+        config.write_text(
+            f"listeners.tcp.local = 127.0.0.1:{port}\nloopback_users = none\n{self.config}"
+        )
         (home / "enabled_plugins").write_text("[].\n")
         subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(home)], check=True)
         env = {

@@ -1,0 +1,331 @@
+"""The publisher over TLS (amqps://), where pika's own TLS transport reads and writes the
+socket: alarms are confirmed (acks, nacks and returns as over plain TCP) and consumed.
+
+Starts one RabbitMQ node beside the machine's own broker (bench/chaos/cluster.py, never
+touching the main one), with a TLS listener of its own and certificates made here by a CA
+made here; the node and its directory are gone once the module's tests are done.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import logging
+import shutil
+import ssl
+import subprocess
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import uuid4
+
+import pika
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from bench.chaos.cluster import RabbitCluster
+from bench.chaos.ports import free_port
+from clock_server.broker.amqp_nodes import node_parameters, tls_context
+from clock_server.broker.amqp_publisher import AmqpPublisher
+from clock_server.broker.publisher import TimedGroup
+from clock_server.errors import ConfigError
+from clock_server.model import OutgoingMessage
+from clock_server.timesource import SystemClock
+
+CLIENT_NAME = "clock-tls-test-client"
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _certificate(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None = None,
+    server: bool = False,
+) -> x509.Certificate:
+    """A certificate of `subject` for `key`, signed by `issuer` (a CA of its own if None)."""
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(issuer[0].subject if issuer else _name(subject))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+    )
+    if issuer is None:
+        usage = dict.fromkeys(("key_cert_sign", "crl_sign"), True)
+    else:
+        usage = {"digital_signature": True, "key_agreement": True}
+        purpose = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = builder.add_extension(x509.ExtendedKeyUsage([purpose]), critical=False)
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer[1].public_key()), False
+        )
+    flags = dict.fromkeys(
+        (
+            "digital_signature",
+            "content_commitment",
+            "key_encipherment",
+            "data_encipherment",
+            "key_agreement",
+            "key_cert_sign",
+            "crl_sign",
+            "encipher_only",
+            "decipher_only",
+        ),
+        False,
+    )
+    builder = builder.add_extension(x509.KeyUsage(**(flags | usage)), critical=True)
+    if server:
+        names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return builder.sign(issuer[1] if issuer else key, hashes.SHA256())
+
+
+def _write(
+    directory: Path, stem: str, certificate: x509.Certificate, key: ec.EllipticCurvePrivateKey
+) -> None:
+    (directory / f"{stem}.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (directory / f"{stem}.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+def make_certificates(directory: Path) -> None:
+    """ca.pem, server.pem and .key (for 127.0.0.1 and localhost), client.pem and .key."""
+    directory.mkdir()
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _certificate("clock test CA", ca_key)
+    _write(directory, "ca", ca, ca_key)
+    for stem, server in (("server", True), ("client", False)):
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = "127.0.0.1" if server else CLIENT_NAME
+        _write(directory, stem, _certificate(subject, key, (ca, ca_key), server), key)
+
+
+@dataclass
+class TlsNode:
+    node: RabbitCluster
+    port: int  # the TLS listener
+    tls: Path  # ca.pem, server.pem/.key, client.pem/.key
+
+    @property
+    def url(self) -> str:
+        return f"amqps://guest:guest@127.0.0.1:{self.port}/%2F"
+
+    @property
+    def ca_file(self) -> str:
+        return str(self.tls / "ca.pem")
+
+    def connections(self) -> list[str]:
+        """The node's connections as rabbitmqctl lists them: TLS or not, the subject of the
+        client's certificate, and the client's properties (with its connection name)."""
+        columns = ["ssl", "peer_cert_subject", "client_properties"]
+        listing = subprocess.run(
+            ["rabbitmqctl", "-q", "-n", self.node.names[0], "list_connections", *columns,
+             "--no-table-headers"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout  # fmt: skip
+        return listing.splitlines()
+
+    def consumer(self) -> pika.BlockingConnection:
+        parameters = pika.URLParameters(self.url)
+        parameters.ssl_options = pika.SSLOptions(ssl.create_default_context(cafile=self.ca_file))
+        return pika.BlockingConnection(parameters)
+
+
+@pytest.fixture(scope="module")
+def tls_node() -> Iterator[TlsNode]:
+    if shutil.which("rabbitmq-server", path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
+        pytest.skip("rabbitmq-server is not installed")
+    node = RabbitCluster(size=1)
+    try:
+        tls = node.directory / "tls"
+        make_certificates(tls)
+        port = free_port()
+        node.config = (
+            f"listeners.ssl.default = 127.0.0.1:{port}\n"
+            f"ssl_options.cacertfile = {tls / 'ca.pem'}\n"
+            f"ssl_options.certfile = {tls / 'server.pem'}\n"
+            f"ssl_options.keyfile = {tls / 'server.key'}\n"
+            # A client certificate is asked for and verified when given, not required.
+            "ssl_options.verify = verify_peer\n"
+            "ssl_options.fail_if_no_peer_cert = false\n"
+        )
+        node.start()
+        yield TlsNode(node, port, tls)
+    finally:
+        node.stop()
+    assert not node.directory.exists()
+
+
+@pytest.fixture
+def publishers() -> Iterator[list[AmqpPublisher]]:
+    made: list[AmqpPublisher] = []
+    yield made
+    for publisher in made:
+        publisher.close()
+
+
+def _start(publishers: list[AmqpPublisher], url: str, **kwargs: object) -> AmqpPublisher:
+    publisher = AmqpPublisher(url, **kwargs)  # type: ignore[arg-type]
+    publishers.append(publisher)
+    publisher.start()
+    return publisher
+
+
+def _alarms(application: str, count: int, size: int = 0) -> list[OutgoingMessage]:
+    return [
+        OutgoingMessage(
+            f"{application}-{i}",
+            application,
+            json.dumps({"alarm": i, "pad": "x" * size}).encode(),
+        )
+        for i in range(count)
+    ]
+
+
+def _drain(connection: pika.BlockingConnection, queue: str) -> list[tuple[str, bytes]]:
+    channel = connection.channel()
+    received = []
+    while True:
+        method, properties, body = channel.basic_get(queue, auto_ack=True)
+        if method is None:
+            channel.close()
+            return received
+        received.append((properties.message_id, body))
+
+
+@pytest.mark.rabbitmq
+def test_alarms_go_out_over_tls_confirmed_and_consumed(tls_node, publishers) -> None:
+    name = f"clock-tls-{uuid4().hex[:6]}"
+    publisher = _start(publishers, tls_node.url, ca_file=tls_node.ca_file, name=name)
+    assert publisher.wait_healthy(10.0), "no TLS connection with the node's CA given"
+    application = f"app_{uuid4().hex[:6]}"
+    # One alarm; a burst; bodies that go out as several buffers; and timed groups, whose
+    # acks a plain TCP connection would read at their moments.
+    sent = [_alarms(application, 1), _alarms(application, 500), _alarms(application, 12, 60_000)]
+    for alarms in sent:
+        assert publisher.publish_batch(alarms, timeout_s=10.0) == [True] * len(alarms)
+    timed = _alarms(application + "t", 30)
+    now_ms = SystemClock().now_ms()
+    groups = [
+        TimedGroup(now_ms + 20 * (i + 1), 10, lambda _ms, i=i: timed[10 * i : 10 * (i + 1)])
+        for i in range(3)
+    ]
+    for pending in publisher.start_timed(groups, SystemClock()):
+        assert pending.wait(10.0) == [True] * 10
+
+    assert publisher._connection is not None
+    assert publisher._connection._plain_transport() is None, "pika's TLS transport, not TCP's"
+    (line,) = [line for line in tls_node.connections() if name in line]
+    assert line.startswith("true"), f"the broker sees no TLS: {line}"
+    with tls_node.consumer() as consumer:
+        received = _drain(consumer, f"clock.{application}")
+        received_timed = _drain(consumer, f"clock.{application}t")
+    assert received == [(m.message_id, m.body) for alarms in sent for m in alarms]
+    assert received_timed == [(m.message_id, m.body) for m in timed]
+
+
+@pytest.mark.rabbitmq
+def test_over_tls_the_connection_reads_the_acks_and_pika_the_rest(tls_node, publishers) -> None:
+    publisher = AmqpPublisher(
+        tls_node.url, ca_file=tls_node.ca_file, exchange="clock.nacks", declare_queues=False
+    )
+    through_pika: list[str] = []
+    on_confirm = publisher._on_confirm
+
+    def count(channel, frame):
+        through_pika.append(type(frame.method).__name__)
+        on_confirm(channel, frame)
+
+    publisher._on_confirm = count  # type: ignore[method-assign]
+    publishers.append(publisher)
+    publisher.start()
+    assert publisher.wait_healthy(10.0)
+    full, unbound = f"full_{uuid4().hex[:6]}", f"nobody_{uuid4().hex[:6]}"
+    with tls_node.consumer() as consumer:
+        channel = consumer.channel()
+        channel.queue_declare(
+            f"clock.{full}", durable=True,
+            arguments={"x-max-length": 3, "x-overflow": "reject-publish"},
+        )  # fmt: skip
+        channel.queue_bind(f"clock.{full}", "clock.nacks", routing_key=full)
+
+        assert publisher.publish_batch(_alarms(full, 2), timeout_s=10.0) == [True, True]
+        assert through_pika == [], "the acks were read by the connection itself"
+        # The queue takes one more; the broker nacks the rest and returns the unroutable.
+        pending = publisher.start_batch(_alarms(full, 3) + _alarms(unbound, 2))
+        assert pending.wait(10.0) == [True, False, False, False, False]
+        assert pending.refused == [1, 2, 3, 4]
+        assert "Nack" in through_pika
+        queued = [m for m, _ in _drain(consumer, f"clock.{full}")]
+        assert queued == [f"{full}-0", f"{full}-1", f"{full}-0"]
+
+
+@pytest.mark.rabbitmq
+def test_without_the_ca_the_node_is_not_trusted(tls_node, publishers, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="clock_server.broker.amqp_publisher"):
+        publisher = _start(publishers, tls_node.url, connect_timeout_s=2.0)
+        assert not publisher.wait_healthy(2.0)
+    assert publisher.publish_batch(_alarms("untrusted", 1), timeout_s=1.0) == [False]
+    assert "CERTIFICATE_VERIFY_FAILED" in caplog.text
+
+
+@pytest.mark.rabbitmq
+def test_a_client_certificate_goes_in_the_urls_ssl_options(tls_node, publishers) -> None:
+    name = f"clock-cert-{uuid4().hex[:6]}"
+    options = {
+        "ca_certs": tls_node.ca_file,
+        "certfile": str(tls_node.tls / "client.pem"),
+        "keyfile": str(tls_node.tls / "client.key"),
+    }
+    url = f"{tls_node.url}?ssl_options={urllib.parse.quote(str(options))}"
+    publisher = _start(publishers, f"{url}, {url}", name=name)  # the commas of two nodes
+    assert publisher.wait_healthy(10.0)
+    application = f"app_{uuid4().hex[:6]}"
+    assert publisher.publish_batch(_alarms(application, 3), timeout_s=10.0) == [True] * 3
+    (line,) = [line for line in tls_node.connections() if name in line]
+    assert line.startswith("true") and f"CN={CLIENT_NAME}" in line, line
+
+
+def test_a_ca_file_that_is_no_pem_of_certificates_is_a_config_error(tmp_path: Path) -> None:
+    for content in (None, "not a certificate\n"):
+        path = tmp_path / "ca.pem"
+        if content is not None:
+            path.write_text(content)
+        with pytest.raises(ConfigError, match="CLOCK_AMQP_CA_FILE") as caught:
+            tls_context(str(path))
+        assert caught.value.field == "amqp_ca_file"
+    assert tls_context("") is None
+
+
+def test_the_ca_file_verifies_amqps_nodes_only(tmp_path: Path) -> None:
+    make_certificates(tmp_path / "tls")
+    context = tls_context(str(tmp_path / "tls" / "ca.pem"))
+    assert context is not None and context.check_hostname
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    node = node_parameters("amqps://u:p@rabbit.example/%2F", "clock", 5.0, context)
+    assert node.port == 5671 and node.ssl_options is not None
+    assert node.ssl_options.context is context
+    plain = node_parameters("amqp://u:p@rabbit.example/%2F", "clock", 5.0, context)
+    assert plain.ssl_options is None
+    assert context.cert_store_stats()["x509_ca"] == 1  # that CA alone, not the system's
+    options = urllib.parse.quote(str({"ca_certs": str(tmp_path / "tls" / "ca.pem")}))
+    with pytest.raises(ConfigError, match="CLOCK_AMQP_CA_FILE"):
+        node_parameters(f"amqps://u:p@rabbit.example/%2F?ssl_options={options}", "c", 5.0, context)
