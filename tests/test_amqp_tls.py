@@ -1,5 +1,6 @@
 """The publisher over TLS (amqps://), where pika's own TLS transport reads and writes the
-socket: alarms are confirmed (acks, nacks and returns as over plain TCP) and consumed.
+socket: alarms are confirmed (acks, nacks and returns as over plain TCP) and consumed, and
+dead letters go out the same way.
 
 Starts one RabbitMQ node beside the machine's own broker (bench/chaos/cluster.py, never
 touching the main one), with a TLS listener of its own and certificates made here by a CA
@@ -32,9 +33,10 @@ from bench.chaos.cluster import RabbitCluster
 from bench.chaos.ports import free_port
 from clock_server.broker.amqp_nodes import node_parameters, tls_context
 from clock_server.broker.amqp_publisher import AmqpPublisher
+from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
 from clock_server.broker.publisher import TimedGroup
 from clock_server.errors import ConfigError
-from clock_server.model import OutgoingMessage
+from clock_server.model import DeadLetter, OutgoingMessage
 from clock_server.timesource import SystemClock
 
 CLIENT_NAME = "clock-tls-test-client"
@@ -276,6 +278,23 @@ def test_over_tls_the_connection_reads_the_acks_and_pika_the_rest(tls_node, publ
         assert "Nack" in through_pika
         queued = [m for m, _ in _drain(consumer, f"clock.{full}")]
         assert queued == [f"{full}-0", f"{full}-1", f"{full}-0"]
+
+
+@pytest.mark.rabbitmq
+def test_dead_letters_go_out_over_tls_with_the_ca_file(tls_node) -> None:
+    publisher = AmqpDeadLetterPublisher(tls_node.url, "clock.dead", ca_file=tls_node.ca_file)
+    letters = [
+        DeadLetter(n, 100 + n, "orders", f"order-{n}", "{}", 1_000, None, 2_000, 3, "refused")
+        for n in range(3)
+    ]
+    with tls_node.consumer() as consumer:
+        channel = consumer.channel()
+        channel.exchange_declare("clock.dead", "topic", durable=True)
+        queue = channel.queue_declare("", exclusive=True).method.queue
+        channel.queue_bind(queue, "clock.dead", routing_key="#")
+
+        assert publisher.publish_dead(letters, timeout_s=5.0) == [True] * 3
+        assert [m for m, _ in _drain(consumer, queue)] == ["100", "101", "102"]
 
 
 @pytest.mark.rabbitmq
