@@ -1,7 +1,7 @@
 """drop clock.claimed_by
 
 Writing the claiming server's name into every claimed row made the claim's UPDATE grow each
-row, about 13 us of MariaDB's time per alarm (docs/PERFORMANCE.md, finding 27); safe claiming
+row, about 13 us of MariaDB's time per alarm (docs/perf/findings.md, finding 27); safe claiming
 needs only the lease in next_try_time and the version.
 
 Revision ID: 0002

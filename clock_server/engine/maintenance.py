@@ -119,7 +119,7 @@ PURGE_LEASE_INTERVALS = 2.0
 # finished alarms beside 1,000 rings a second on the benchmark machine, resting as long as
 # each batch took (about 13,000 deleted a second) doubled the rings' p99 lateness; at this
 # pace (1,600-2,800 a second) it was 1.3-1.6 times that of the same run without the purge
-# (docs/PERFORMANCE.md, "Retention purge").
+# (docs/perf/findings.md, the sittings of "Retention purge").
 PURGE_REST_RATIO = 9.0
 _START = (-(2**62), 0)  # a position before every finish time
 
