@@ -34,7 +34,8 @@ def prose_lines(text: str) -> list[str]:
 
 
 def links(text: str) -> list[str]:
-    return [match[1] for line in prose_lines(text) for match in _LINK.finditer(line)]
+    """The targets of the links outside code blocks; a link's text may span lines."""
+    return [match[1] for match in _LINK.finditer("\n".join(prose_lines(text)))]
 
 
 def slug(heading: str) -> str:
@@ -82,7 +83,7 @@ def test_the_check_finds_a_missing_file_and_a_missing_heading(tmp_path: Path) ->
     page.write_text(
         "# Page\n\n"
         "[fine](there.md#its-first-part-here), [self](#page), [web](https://example.com/x.md)\n"
-        "[gone](missing.md), ![gone too](img/missing.png), [no part](there.md#second)\n"
+        "[gone](missing.md), ![gone too](img/missing.png), [no\npart](there.md#second)\n"
         "```\n[in code](not-checked.md)\n```\n"
     )
     assert broken_links(page) == [
