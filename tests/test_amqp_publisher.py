@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.confirms import Batch, ConfirmTracker
-from clock_server.broker.moments import MomentQueue
+from clock_server.broker.moment_queue import MomentQueue
 from clock_server.broker.publisher import TimedGroup
 from clock_server.errors import ConfigError
 from clock_server.model import OutgoingMessage

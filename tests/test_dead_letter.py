@@ -25,7 +25,7 @@ from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.purge import SqlJobLease
 from clock_server.store.schema import alarm_table, dead_letter_table, job_lease_table
 from clock_server.testing import InMemoryDeadLetterPublisher, SettableClock

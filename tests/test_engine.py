@@ -23,7 +23,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import make_engine as make_db_engine
 from clock_server.store.db import open_ahead
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 from .support import settle

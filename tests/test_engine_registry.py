@@ -11,7 +11,7 @@ import pytest
 from clock_server.model import NewAlarm
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 
 NOW = 1_700_000_000_000
 LEASE_MS = 30_000

@@ -25,7 +25,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import make_engine
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 STALL_MS = Settings().loop_stall_ms  # 60 s

@@ -17,7 +17,7 @@ from clock_server.metrics import Metrics
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import make_engine
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import SettableClock
 
 ROOT = Path(__file__).resolve().parent.parent

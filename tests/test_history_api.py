@@ -20,7 +20,7 @@ from clock_server.settings import Settings
 from clock_server.store import events as events_store
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.schema import event_table
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import serve_wsgi, settle

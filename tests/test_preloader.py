@@ -19,7 +19,7 @@ from clock_server.model import Claim, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 INTERVAL_MS = 1_000

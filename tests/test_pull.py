@@ -26,7 +26,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue
 from clock_server.store.schema import dead_letter_table

@@ -17,7 +17,7 @@ from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.counts import AlarmCounts
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.group_commit import GroupCommit
 from clock_server.store.history import AlarmHistory
 from clock_server.store.interventions import AlarmInterventions

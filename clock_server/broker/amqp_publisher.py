@@ -20,7 +20,7 @@ from clock_server.broker.amqp_connection import PublishingConnection
 from clock_server.broker.amqp_frames import message_frames, publish_method_frame
 from clock_server.broker.amqp_nodes import node_parameters, node_urls, tls_context
 from clock_server.broker.confirms import Batch, ConfirmTracker
-from clock_server.broker.moments import MomentQueue
+from clock_server.broker.moment_queue import MomentQueue
 from clock_server.broker.publisher import PendingBatch, TimedBatch, TimedGroup
 from clock_server.model import OutgoingMessage
 from clock_server.timesource import Clock

@@ -1,4 +1,4 @@
-"""Webhooks over HTTP with urllib3 (the interface is delivery.ports.WebhookSender).
+"""Webhooks over HTTP with urllib3 (the interface is delivery.sender_port.WebhookSender).
 
 Each application URL has a connection pool of its own, as large as the application's bound
 on calls in flight. The pool blocks instead of opening more connections than that, and a
@@ -47,7 +47,7 @@ from urllib3.util import parse_url
 
 from clock_server.delivery.call_deadline import CLOSED, Call, CallDeadlines
 from clock_server.delivery.name_lookups import NameLookups
-from clock_server.delivery.ports import WebhookOutcome, WebhookRequest
+from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
 from clock_server.delivery.retry_after import retry_after_ms
 from clock_server.delivery.webhook_connections import (
     CURRENT_CALL,

@@ -6,7 +6,7 @@ import logging
 
 from clock_server.broker.publisher import Publisher
 from clock_server.deadline import Deadline
-from clock_server.delivery.ports import WebhookSender
+from clock_server.delivery.sender_port import WebhookSender
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.channels import Channels
 from clock_server.engine.dead_letter_relay import DeadLetterRelay

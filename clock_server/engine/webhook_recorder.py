@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import NamedTuple
 
-from clock_server.delivery.ports import WebhookOutcome
+from clock_server.delivery.sender_port import WebhookOutcome
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from clock_server.deadline import Deadline
-from clock_server.delivery.ports import WebhookOutcome, WebhookRequest, WebhookSender
+from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest, WebhookSender
 from clock_server.engine.messages import message_of
 from clock_server.engine.webhook_recorder import Answer, WebhookCall, WebhookRecorder
 from clock_server.model import ApplicationPolicy

@@ -25,7 +25,7 @@ from clock_server.store.applications import CachedPolicies, SqlApplicationRegist
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import make_engine
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
-from clock_server.store.engines import SqlEngineRegistry
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
