@@ -4,7 +4,7 @@
     python -m bench.console                          # 10,000,000 rows, each call 7 times
     python -m bench.console --rows 1000000 --repeat 5
 
-A fresh MariaDB database is filled by SQL (INSERT ... SELECT from MariaDB's seq engine,
+A fresh MariaDB database is filled by SQL (INSERT ... SELECT from MariaDB's seq db,
 100,000 rows per statement) with alarms of ten applications: 70 % rung over the last 30
 days, 20 % pending over the next 30 days (1 % due in 5 to 15 minutes), 4 % cancelled, 3 %
 expired, 2 % dead, 1 % rung within the last 5 minutes. Once MariaDB has written back what
@@ -30,7 +30,7 @@ from sqlalchemy import text
 from bench.clockserver import BenchServer
 from bench.scenarios import _settle
 from clock_server.store import migrate
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 
 ROOT = Path(__file__).resolve().parent.parent
 FILL_STEP = 100_000
@@ -50,9 +50,9 @@ class FilledServer(BenchServer):
     def __enter__(self) -> FilledServer:
         with self._admin.connect() as conn:
             conn.execute(text(f"CREATE DATABASE `{self.database}` CHARACTER SET utf8mb4"))
-        engine = make_engine(self.database_url, pool_size=2)
-        migrate.upgrade(engine)
-        engine.dispose()
+        db = open_database(self.database_url, pool_size=2)
+        migrate.upgrade(db)
+        db.dispose()
         self.prepared = fill(self, self.rows)
         self.start()
         return self

@@ -14,7 +14,7 @@ from bench.clockserver import AMQP_URL, MARIADB_URL
 from bench.collector import Collector
 from bench.publish_rate import cleanup, pipelined_rate
 from clock_server.store import migrate
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.schema import alarm_table
 
 
@@ -24,9 +24,9 @@ def mariadb_rates(rows: int = 100_000, batch: int = 1_000) -> dict[str, float]:
     admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
-    engine = make_engine(f"{MARIADB_URL}/{name}", pool_size=2)
+    db = open_database(f"{MARIADB_URL}/{name}", pool_size=2)
     try:
-        migrate.upgrade(engine)
+        migrate.upgrade(db)
         now = int(time.time() * 1000)
         values = [
             {"application": "lim", "business_id": f"b{i}", "payload": "x" * 64,
@@ -37,24 +37,24 @@ def mariadb_rates(rows: int = 100_000, batch: int = 1_000) -> dict[str, float]:
         ]  # fmt: skip
         started = time.perf_counter()
         for first in range(0, rows, batch):
-            with engine.begin() as conn:
+            with db.begin() as conn:
                 conn.execute(insert(alarm_table), values[first : first + batch])
         insert_rate = rows / (time.perf_counter() - started)
-        with engine.connect() as conn:
+        with db.connect() as conn:
             ids = [row.id for row in conn.execute(text("SELECT id FROM clock ORDER BY id"))]
         statement = update(alarm_table).where(
             alarm_table.c.id.in_(bindparam("ids", expanding=True))
         )
         started = time.perf_counter()
         for first in range(0, len(ids), batch):
-            with engine.begin() as conn:
+            with db.begin() as conn:
                 conn.execute(
                     statement.values(status="rung", rung_at=now),
                     {"ids": ids[first : first + batch]},
                 )
         update_rate = len(ids) / (time.perf_counter() - started)
     finally:
-        engine.dispose()
+        db.dispose()
         with admin.connect() as conn:
             conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
         admin.dispose()

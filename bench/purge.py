@@ -39,7 +39,7 @@ from bench.clockserver import BenchServer
 from bench.scenarios import _settle, _steady_on
 from bench.stats import figure
 from clock_server.store import migrate
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY_MS = 86_400_000
@@ -62,20 +62,20 @@ class PreparedServer(BenchServer):
     def __enter__(self) -> PreparedServer:
         with self._admin.connect() as conn:
             conn.execute(text(f"CREATE DATABASE `{self.database}` CHARACTER SET utf8mb4"))
-        engine = make_engine(self.database_url, pool_size=2)
-        migrate.upgrade(engine)
-        engine.dispose()
+        db = open_database(self.database_url, pool_size=2)
+        migrate.upgrade(db)
+        db.dispose()
         if self.rows:
             self.prepared = fill_finished(self, self.rows, self.age_days)
         self.start()
         return self
 
     def count_left(self) -> int:
-        engine = make_engine(self.database_url, pool_size=1)
-        with engine.connect() as conn:
+        db = open_database(self.database_url, pool_size=1)
+        with db.connect() as conn:
             query = text("SELECT COUNT(*) FROM clock WHERE application = :a")
             left = int(conn.execute(query, {"a": APPLICATION}).scalar_one())
-        engine.dispose()
+        db.dispose()
         return left
 
 

@@ -18,7 +18,7 @@ from clock_server.runtime.http_server import create_http_server
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.schema import alarm_table as clock_table
 from clock_server.store.schema import (
     application_table,
@@ -56,9 +56,9 @@ def mariadb_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'clock.db'}"
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
+    db = open_database(url)
+    migrate.upgrade(db)
+    db.dispose()
     return url
 
 
@@ -79,16 +79,16 @@ def mariadb_store(mariadb_url: str) -> Iterator[AlarmStore]:
 
 
 def _empty_store(url: str) -> Iterator[AlarmStore]:
-    engine = make_engine(url, pool_size=10)
-    with engine.begin() as conn:
+    db = open_database(url, pool_size=10)
+    with db.begin() as conn:
         conn.execute(delete(clock_table))
         conn.execute(delete(event_table))
         conn.execute(delete(engine_table))
         conn.execute(delete(application_table))
         conn.execute(delete(rate_bucket_table))
-    yield AlarmStore(engine)
-    leaked = engine.pool.checkedout()  # type: ignore[attr-defined]
-    engine.dispose()
+    yield AlarmStore(db)
+    leaked = db.pool.checkedout()  # type: ignore[attr-defined]
+    db.dispose()
     assert leaked == 0, f"{leaked} database connections were not returned to the pool"
 
 

@@ -26,7 +26,7 @@ from waitress import wasyncore
 from werkzeug.serving import make_server
 
 from clock_server.store import migrate
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.schema import alarm_table, engine_table
 from clock_server.testing import InMemoryPublisher, SettableClock
 
@@ -47,9 +47,9 @@ def mariadb_database(prefix: str = "clock_test", revision: str = "head") -> Iter
     with admin.connect() as conn:
         conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
     url = f"{MARIADB_URL}/{name}"
-    engine = make_engine(url, pool_size=2)
-    migrate.upgrade(engine, revision)
-    engine.dispose()
+    db = open_database(url, pool_size=2)
+    migrate.upgrade(db, revision)
+    db.dispose()
     try:
         yield url
     finally:
@@ -399,22 +399,22 @@ class Cluster:
         return ids
 
     def rows(self) -> list:
-        engine = make_engine(self.database_url, pool_size=1)
+        db = open_database(self.database_url, pool_size=1)
         try:
-            with engine.connect() as conn:
+            with db.connect() as conn:
                 return list(conn.execute(select(alarm_table)).all())
         finally:
-            engine.dispose()
+            db.dispose()
 
     def engine_id(self, instance_id: str) -> int:
         """The registry id of the engine running as `instance_id` (its claims carry it)."""
-        engine = make_engine(self.database_url, pool_size=1)
+        db = open_database(self.database_url, pool_size=1)
         query = select(engine_table.c.id).where(engine_table.c.instance_id == instance_id)
         try:
-            with engine.connect() as conn:
+            with db.connect() as conn:
                 return int(conn.execute(query).scalar_one())
         finally:
-            engine.dispose()
+            db.dispose()
 
     def wait_all_rung(self, timeout_s: float = 5) -> list:
         """The rows once every one is rung (a delivery can arrive before its row is updated)."""

@@ -26,7 +26,7 @@ from clock_server.model import ApplicationPolicy
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.testing import SettableClock
 from tests.support import ServerProcess, mariadb_database, unique
@@ -360,9 +360,9 @@ def test_two_servers_of_two_web_processes_admit_at_most_burst_plus_rate_times_t(
     rate, burst, hammer_s = 20, 20, 3.0
     name = unique("app")
     with mariadb_database() as url:
-        engine = make_engine(url, pool_size=1)
-        register(AlarmStore(engine), name, create_rate_per_s=rate, create_burst=burst)
-        engine.dispose()
+        db = open_database(url, pool_size=1)
+        register(AlarmStore(db), name, create_rate_per_s=rate, create_burst=burst)
+        db.dispose()
         env = {
             "CLOCK_DATABASE_URL": url,
             "CLOCK_RUN_ENGINE": "false",

@@ -22,7 +22,7 @@ from clock_server.model import MAX_EPOCH_MS
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 
 NOW = 1_700_000_000_000  # SettableClock's start; asserted in test_fake_clock_start
 MINUTE = 60_000
@@ -109,7 +109,7 @@ def assert_4xx(response) -> None:  # type: ignore[no-untyped-def]
 
 
 def is_mariadb(api) -> bool:  # type: ignore[no-untyped-def]
-    return api.store.engine.dialect.name in ("mysql", "mariadb")
+    return api.store.db.dialect.name in ("mysql", "mariadb")
 
 
 def ring(api, alarm_id: int) -> None:  # type: ignore[no-untyped-def]
@@ -1394,7 +1394,7 @@ def test_real_responses_validate_against_the_openapi_schemas(api) -> None:
 
 def test_the_probes_503_answers_validate_against_the_openapi_schemas(api) -> None:
     check = OpenApiChecker(_openapi(api))
-    unreachable = AlarmStore(make_engine("mysql+pymysql://root@127.0.0.1:1/none", pool_size=1))
+    unreachable = AlarmStore(open_database("mysql+pymysql://root@127.0.0.1:1/none", pool_size=1))
     stalled = {"clock-ring": api.clock.now_ms() - 3_600_000}
     services = Services(Settings(), unreachable, api.clock, Metrics(), loops=StaticLoops(stalled))
     client = create_app(services).test_client()

@@ -41,7 +41,7 @@ TOKENS = f"{ADMIN}=*;{ORDERS}=orders"
 
 @pytest.fixture(autouse=True)
 def empty_registry(store: AlarmStore) -> None:
-    with store.engine.begin() as conn:
+    with store.db.begin() as conn:
         conn.execute(delete(application_table))
         conn.execute(delete(rate_bucket_table))
 
@@ -92,7 +92,7 @@ def add(api, application: str, business_id: str, target: int) -> dict[str, Any]:
 
 def unregister(api, application: str) -> None:  # type: ignore[no-untyped-def]
     """Take the application out of the registry, whether or not its alarms put it there."""
-    with api.store.engine.begin() as conn:
+    with api.store.db.begin() as conn:
         conn.execute(delete(application_table).where(application_table.c.name == application))
 
 

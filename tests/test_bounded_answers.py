@@ -20,7 +20,7 @@ from clock_server.model import NewAlarm
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import ServerProcess
 
@@ -115,9 +115,9 @@ OTHER_READ_BOUND_S = 2.0  # the slowest read of another application: 4.8 s befor
 @pytest.mark.process
 def test_four_greedy_readers_keep_the_server_small_and_others_fast(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'clock.db'}"
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    store = AlarmStore(engine)
+    db = open_database(url)
+    migrate.upgrade(db)
+    store = AlarmStore(db)
     now_ms = int(time.time() * 1000)
     _fill(store, "greedy", 1_000, WORST * 65_536, now_ms)
     _fill(store, "other", 20, "p", now_ms)

@@ -78,7 +78,7 @@ def db(store: AlarmStore) -> Iterator[AlarmStore]:
     """The store with an empty outbox and no job lease, before and after."""
 
     def clean() -> None:
-        with store.engine.begin() as conn:
+        with store.db.begin() as conn:
             conn.execute(delete(dead_letter_table))
             conn.execute(delete(job_lease_table))
 
@@ -232,7 +232,7 @@ def test_a_restart_publishes_what_is_left_once_and_a_redriven_alarm_that_dies_ag
     assert [body["id"] for _, body in dead_queue.take(1)] == ids[2:]
     # Re-driven (due again with a fresh budget), it dies again later: a second letter.
     fake_clock.advance(5_000)
-    with db.engine.begin() as conn:
+    with db.db.begin() as conn:
         conn.execute(
             update(alarm_table)
             .where(alarm_table.c.id == ids[0])
@@ -270,7 +270,7 @@ def test_the_outbox_keeps_the_alarm_as_it_was_when_it_died(
 ) -> None:
     alarm_id = die(db, fake_clock, "kept", "nacked")
     died_at = fake_clock.now_ms()
-    with db.engine.begin() as conn:  # changed afterwards (a re-drive with a new payload)
+    with db.db.begin() as conn:  # changed afterwards (a re-drive with a new payload)
         conn.execute(update(alarm_table).values(payload="changed", status="pending"))
     (letter,) = SqlDeadLetterOutbox(db).next_letters(10)
     assert letter._replace(letter_id=0) == DeadLetter(

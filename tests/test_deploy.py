@@ -18,7 +18,7 @@ from clock_server.api import Services, create_app
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.timesource import SystemClock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,7 +211,9 @@ DOCKERFILE = ROOT / "Dockerfile"
 
 def served_paths() -> set[str]:
     """The paths the app serves (building it connects to nothing)."""
-    services = Services(Settings(), AlarmStore(make_engine("sqlite://")), SystemClock(), Metrics())
+    services = Services(
+        Settings(), AlarmStore(open_database("sqlite://")), SystemClock(), Metrics()
+    )
     return {rule.rule for rule in create_app(services).url_map.iter_rules()}
 
 

@@ -21,8 +21,7 @@ from clock_server.model import AlarmChanges, NewAlarm
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.db import make_engine as make_db_engine
-from clock_server.store.db import open_ahead
+from clock_server.store.db import open_ahead, open_database
 from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
@@ -636,7 +635,7 @@ def _wait_until(condition, timeout_s: float = 5.0) -> None:
 
 @pytest.mark.mariadb
 def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publisher):
-    store = AlarmStore(make_db_engine(mariadb_url, pool_size=20))
+    store = AlarmStore(open_database(mariadb_url, pool_size=20))
     engine = AlarmEngine(
         Settings(instance_id="e", ring_lanes=4),
         SqlClaimStore(store),
@@ -646,7 +645,7 @@ def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publis
         Metrics(),
     )
     try:
-        pool = store.engine.pool
+        pool = store.db.pool
         assert pool.checkedin() + pool.checkedout() == 0
         engine.start()
         # open, whether idle or already taken by the threads: four lanes, preloader, maintenance
@@ -657,7 +656,7 @@ def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publis
 
 
 def test_start_goes_on_when_the_database_cannot_be_reached(fake_clock, publisher, caplog):
-    unreachable = make_db_engine("mysql+pymysql://root@127.0.0.1:1/none", pool_size=2)
+    unreachable = open_database("mysql+pymysql://root@127.0.0.1:1/none", pool_size=2)
     unreachable_store = AlarmStore(unreachable)
     engine = AlarmEngine(
         Settings(instance_id="e"),
@@ -675,10 +674,10 @@ def test_start_goes_on_when_the_database_cannot_be_reached(fake_clock, publisher
 
 
 def test_open_ahead_does_nothing_on_sqlite(sqlite_url):
-    engine = make_db_engine(sqlite_url)
-    open_ahead(engine, 4)
-    assert engine.pool.checkedin() == 0
-    engine.dispose()
+    db = open_database(sqlite_url)
+    open_ahead(db, 4)
+    assert db.pool.checkedin() == 0
+    db.dispose()
 
 
 def test_the_wake_horizon_is_one_preload_interval_and_a_margin_within_the_window():

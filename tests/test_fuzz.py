@@ -56,7 +56,7 @@ from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import ServerProcess
 from tests.test_api import OpenApiChecker
@@ -130,14 +130,14 @@ class Target:
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """The API with tokens on a fresh SQLite file, shared by every fuzz run of this module."""
-    engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'clock.db'}")
-    migrate.upgrade(engine)
+    db = open_database(f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'clock.db'}")
+    migrate.upgrade(db)
     settings_ = Settings(
         payload_max_bytes=1024, batch_max_items=20, list_max_limit=100, tokens=TOKENS
     )
     services = Services(
         settings_,
-        AlarmStore(engine),
+        AlarmStore(db),
         SettableClock(),
         Metrics(),
         engine=Notifier(),
@@ -162,7 +162,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     with claims.ring_transaction() as tx:
         tx.mark_rung([(alarm_id, now) for alarm_id in rung], now)
     yield fuzz
-    engine.dispose()
+    db.dispose()
     total = sum(fuzz.sent.values())
     print(f"\nfuzz requests: {total}, by status {sorted(fuzz.statuses.items())}: {dict(fuzz.sent)}")
     if EXAMPLES >= 150 and len(fuzz.sent) >= 26:  # the whole module ran at full size

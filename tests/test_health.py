@@ -24,7 +24,7 @@ from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
@@ -71,7 +71,7 @@ def settled(source: LoopSet | AlarmEngine, clock: SettableClock, but: str = "") 
 @pytest.fixture
 def unreachable_store() -> Iterator[AlarmStore]:
     """A store whose database refuses every connection."""
-    store = AlarmStore(make_engine("mysql+pymysql://root@127.0.0.1:1/none", pool_size=1))
+    store = AlarmStore(open_database("mysql+pymysql://root@127.0.0.1:1/none", pool_size=1))
     yield store
     store.close()
 

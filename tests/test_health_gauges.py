@@ -16,7 +16,7 @@ from clock_server.api import Services, create_app
 from clock_server.metrics import Metrics
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import SettableClock
 
@@ -74,7 +74,7 @@ def test_a_server_without_an_engine_has_no_broker_value(store: AlarmStore) -> No
 
 
 def test_a_database_down_shows_as_zero_and_the_engines_as_unknown(tmp_path: Path) -> None:
-    store = AlarmStore(make_engine(f"sqlite:///{tmp_path / 'missing' / 'clock.db'}"))
+    store = AlarmStore(open_database(f"sqlite:///{tmp_path / 'missing' / 'clock.db'}"))
     services = Services(Settings(), store, SettableClock(), Metrics())
     values = scrape(create_app(services).test_client())
     store.close()

@@ -201,7 +201,7 @@ def test_a_pending_alarm_keeps_its_latest_changes_only(harness: Harness, monkeyp
     assert kinds == ["created", "changed", "moved", "changed", "moved", "changed"]
     assert story[2]["detail"] == {"from": NOW + 1_003, "to": NOW + 1_005}  # the 5th PATCH
     alarm_id = h.store.get("billing", "moving").id
-    with h.store.engine.connect() as conn:
+    with h.store.db.connect() as conn:
         kept = conn.execute(
             select(func.count()).select_from(event_table).where(event_table.c.alarm_id == alarm_id)
         ).scalar_one()

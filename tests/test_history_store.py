@@ -35,7 +35,7 @@ def story(store: AlarmStore, business_id: str, application: str = "app") -> list
 
 
 def stored_events(store: AlarmStore) -> int:
-    with store.engine.connect() as conn:
+    with store.db.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(event_table)).scalar_one())
 
 
@@ -181,7 +181,7 @@ def test_a_ring_after_failed_attempts_tells_its_attempt(store: AlarmStore):
 
 def test_a_redrive_is_written_with_who_did_it(store: AlarmStore):
     alarm, _ = store.create(new("again", target=NOW), NOW - 1_000)
-    with store.engine.begin() as conn:
+    with store.db.begin() as conn:
         write_events(conn, [redriven(alarm.id, NOW + 5, "admin", "dead", NOW + 60_000)])
     assert story(store, "again")[1:] == [
         ("redriven", "admin", NOW + 5, {"from_status": "dead", "due_at": NOW + 60_000})
@@ -203,7 +203,7 @@ def test_a_ring_batch_writes_its_events_in_one_statement(store: AlarmStore):
     def record(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
         statements.append((statement, executemany, len(parameters) if executemany else 1))
 
-    sa_event.listen(store.engine, "before_cursor_execute", record)
+    sa_event.listen(store.db, "before_cursor_execute", record)
     try:
         claims = claims_store.claim_due(NOW, NOW + 30_000, 10, now_ms=NOW)
         ids = [claim.id for claim in claims]
@@ -224,11 +224,11 @@ def test_a_ring_batch_writes_its_events_in_one_statement(store: AlarmStore):
             tx.mark_rung([(claim.id, NOW + 1) for claim in claims], NOW + 10)
         only_rung = list(statements)
     finally:
-        sa_event.remove(store.engine, "before_cursor_execute", record)
+        sa_event.remove(store.db, "before_cursor_execute", record)
     writes = [entry for entry in with_failures if "clock_event" in entry[0]]
     assert [(executemany, rows) for _, executemany, rows in writes] == [(True, 5)]
     assert [entry for entry in only_rung if "clock_event" in entry[0]] == []
-    if store.engine.dialect.name in ("mysql", "mariadb"):
+    if store.db.dialect.name in ("mysql", "mariadb"):
         from pymysql.cursors import RE_INSERT_VALUES
 
         # What makes PyMySQL send the rows as one multi-row INSERT.

@@ -124,7 +124,7 @@ def test_metrics_after_a_known_sequence_count_each_application_exactly(
     store: AlarmStore, fake_clock: SettableClock, routed_exchange: str
 ) -> None:
     metrics = Metrics()
-    with store.engine.begin() as conn:
+    with store.db.begin() as conn:
         conn.execute(delete(dead_letter_table))
         conn.execute(delete(job_lease_table))
     client = create_app(Services(Settings(), store, fake_clock, metrics)).test_client()

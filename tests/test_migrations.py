@@ -14,18 +14,18 @@ from sqlalchemy import CHAR, BigInteger, Integer, inspect, text
 from clock_server.model import STATUS_LENGTH, STATUSES
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.schema import metadata
 from tests.support import mariadb_database
 
 
 def test_migrated_schema_matches_the_models(db_url: str):
-    engine = make_engine(db_url, pool_size=1)
-    migrate.upgrade(engine)  # a second upgrade is a no-op
-    with engine.connect() as conn:
+    db = open_database(db_url, pool_size=1)
+    migrate.upgrade(db)  # a second upgrade is a no-op
+    with db.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
         differences = compare_metadata(context, metadata)
-    engine.dispose()
+    db.dispose()
     assert differences == []
 
 
@@ -37,9 +37,9 @@ def database_at(dialect: str, revision: str, tmp_path: Path) -> Iterator[str]:
             yield url
         return
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = make_engine(url, pool_size=1)
-    migrate.upgrade(engine, revision)
-    engine.dispose()
+    db = open_database(url, pool_size=1)
+    migrate.upgrade(db, revision)
+    db.dispose()
     yield url
 
 
@@ -54,8 +54,8 @@ def at_0001(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 def test_upgrading_from_0001_keeps_every_alarm_and_names_no_claim_owner(at_0001: str):
     """0002 drops the old name column; 0003 adds the engine id, 0 (no engine) for old rows."""
-    engine = make_engine(at_0001, pool_size=1)
-    with engine.begin() as conn:
+    db = open_database(at_0001, pool_size=1)
+    with db.begin() as conn:
         conn.execute(
             text(
                 "INSERT INTO clock (application, business_id, payload, target_ring_at,"
@@ -63,14 +63,14 @@ def test_upgrading_from_0001_keeps_every_alarm_and_names_no_claim_owner(at_0001:
                 " update_time) VALUES ('app', 'b', 'p', 5, 9, 0, 'pending', 3, 'e1', 1, 2)"
             )
         )
-    migrate.upgrade(engine)
-    with engine.connect() as conn:
+    migrate.upgrade(db)
+    with db.connect() as conn:
         row = conn.execute(
             text("SELECT business_id, next_try_time, version, claimed_by FROM clock")
         ).one()
         indexes = {index["name"] for index in inspect(conn).get_indexes("clock")}
         tables = set(inspect(conn).get_table_names())
-    engine.dispose()
+    db.dispose()
     assert tuple(row) == ("b", 9, 3, 0)
     assert "clock_engine" in tables
     assert {"ix_clock_status_next_try_time", "ix_clock_application_id"} <= indexes
@@ -84,8 +84,8 @@ def at_0011(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def test_upgrading_to_0012_keeps_ring_times_and_reads_an_unrung_alarm_as_not_rung(at_0011: str):
-    engine = make_engine(at_0011, pool_size=1)
-    with engine.begin() as conn:
+    db = open_database(at_0011, pool_size=1)
+    with db.begin() as conn:
         for business_id, status, rung_at in (("p", "pending", None), ("r", "rung", 77)):
             conn.execute(
                 text(
@@ -95,12 +95,12 @@ def test_upgrading_to_0012_keeps_ring_times_and_reads_an_unrung_alarm_as_not_run
                 ),
                 {"b": business_id, "s": status, "r": rung_at},
             )
-    migrate.upgrade(engine)
-    with engine.connect() as conn:
+    migrate.upgrade(db)
+    with db.connect() as conn:
         stored = dict(conn.execute(text("SELECT business_id, rung_at FROM clock")).all())
-    store = AlarmStore(engine)
+    store = AlarmStore(db)
     pending, rung = store.get("app", "p"), store.get("app", "r")
-    engine.dispose()
+    db.dispose()
     assert stored == {"p": 0, "r": 77}
     assert (pending.status, pending.rung_at) == ("pending", None)
     assert (rung.status, rung.rung_at) == ("rung", 77)
@@ -117,10 +117,10 @@ def test_every_column_a_claim_or_a_ring_rewrites_keeps_its_size(db_url: str):
     1.4 KB more redo and 12 us more of its CPU per rung alarm (finding 44). A NULL takes no
     room, so none of these may be nullable, and the status must be a CHAR as long as the
     longest status."""
-    engine = make_engine(db_url, pool_size=1)
-    with engine.connect() as conn:
+    db = open_database(db_url, pool_size=1)
+    with db.connect() as conn:
         columns = {column["name"]: column for column in inspect(conn).get_columns("clock")}
-    engine.dispose()
+    db.dispose()
     for name in RING_WRITES:
         assert not columns[name]["nullable"], name
         assert isinstance(columns[name]["type"], (BigInteger, Integer, CHAR)), name

@@ -228,7 +228,7 @@ def test_a_message_unacked_past_its_retries_is_dead_with_a_dead_letter(harness: 
         (alarm_id, 3, NOT_ACKED, ends[2])
     ]
     assert h.metric("clock_alarms_dead_total") == 1
-    with h.store.engine.begin() as conn:
+    with h.store.db.begin() as conn:
         conn.execute(delete(dead_letter_table).where(dead_letter_table.c.business_id == key))
 
 

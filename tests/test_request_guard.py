@@ -21,7 +21,7 @@ from clock_server.runtime.serve import serve
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 ADMIN = "guard-admin-token-0123456789"
@@ -56,9 +56,9 @@ class Edge:
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("guard") / "clock.db"
-    engine = make_engine(f"sqlite:///{path}")
-    migrate.upgrade(engine)
-    engine.dispose()
+    db = open_database(f"sqlite:///{path}")
+    migrate.upgrade(db)
+    db.dispose()
     return path
 
 
@@ -66,9 +66,9 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def store(migrated: Path, tmp_path: Path) -> Iterator[AlarmStore]:
     """An empty store of its own: a copy of the migrated file."""
     path = Path(shutil.copy(migrated, tmp_path / "clock.db"))
-    engine = make_engine(f"sqlite:///{path}")
-    yield AlarmStore(engine)
-    engine.dispose()
+    db = open_database(f"sqlite:///{path}")
+    yield AlarmStore(db)
+    db.dispose()
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def db(store: AlarmStore) -> Iterator[AlarmStore]:
     """The store with no registered application and no job lease, before and after."""
 
     def clean() -> None:
-        with store.engine.begin() as conn:
+        with store.db.begin() as conn:
             conn.execute(delete(job_lease_table))
             conn.execute(delete(application_table))
 
@@ -149,14 +149,14 @@ def test_a_run_deletes_in_transactions_of_at_most_the_batch(
     def committed(conn) -> None:  # type: ignore[no-untyped-def]
         statements.append("<commit>")
 
-    event.listen(db.engine, "before_cursor_execute", record)
-    event.listen(db.engine, "commit", committed)
+    event.listen(db.db, "before_cursor_execute", record)
+    event.listen(db.db, "commit", committed)
     try:
         fake_clock.set(NOW)
         assert purger(db, fake_clock, batch=3).run() == 10
     finally:
-        event.remove(db.engine, "before_cursor_execute", record)
-        event.remove(db.engine, "commit", committed)
+        event.remove(db.db, "before_cursor_execute", record)
+        event.remove(db.db, "commit", committed)
 
     deletes = [i for i, s in enumerate(statements) if s.startswith("DELETE FROM clock ")]
     assert all("FOR UPDATE" not in s and "LOCK" not in s for s in statements)
@@ -180,7 +180,7 @@ def test_a_purge_keeps_rows_changed_since_it_read_them(db: AlarmStore):
     delete_now = store._delete
 
     def changed_meanwhile(*args):  # type: ignore[no-untyped-def]
-        with db.engine.begin() as conn:  # as if r0 had changed between the read and the delete
+        with db.db.begin() as conn:  # as if r0 had changed between the read and the delete
             conn.execute(
                 alarm_table.update().where(alarm_table.c.id == ids[0]).values(status="pending")
             )
@@ -302,7 +302,7 @@ def test_two_servers_taking_a_new_lease_at_once_get_one(db: AlarmStore):
 
 
 def test_after_the_purge_the_key_is_free_again(api, fake_clock: SettableClock):
-    with api.store.engine.begin() as conn:
+    with api.store.db.begin() as conn:
         conn.execute(delete(job_lease_table))
     alarm = {"application": "app", "business_id": "order-1", "payload": "p"}
     created = api.client.post("/v1/alarms", json={**alarm, "target_ring_at": NOW + 60_000})
@@ -381,7 +381,7 @@ def test_the_newest_alarm_keeps_its_id_taken_on_sqlite(db: AlarmStore, fake_cloc
     newest = finish(db, "last", "rung", NOW - 40 * DAY)
     fake_clock.set(NOW)
     purge = purger(db, fake_clock)
-    sqlite = db.engine.dialect.name == "sqlite"
+    sqlite = db.db.dialect.name == "sqlite"
     assert purge.run() == (1 if sqlite else 2)
     assert keys(db) == ({"last"} if sqlite else set())
     created, _ = db.create(NewAlarm("app", "next", "p", NOW + DAY, None), NOW)

@@ -23,7 +23,7 @@ from clock_server.runtime.serve import log_secret_keys
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.schema import application_table
 from clock_server.store.secret_box import SEALED_PREFIX, SecretBox, SecretUnreadable
 from clock_server.store.stored_secrets import StoredSecrets
@@ -39,7 +39,7 @@ NOW = 1_800_000_000_000
 def raw(store: AlarmStore, name: str) -> tuple[str | None, str | None]:
     c = application_table.c
     query = select(c.webhook_secret, c.webhook_previous_secret).where(c.name == name)
-    with store.engine.connect() as conn:
+    with store.db.connect() as conn:
         row = conn.execute(query).one()
     return row[0], row[1]
 
@@ -165,7 +165,7 @@ def test_the_start_is_refused_while_a_secret_opens_with_no_key(tmp_path: Path) -
     url = f"sqlite:///{tmp_path / 'clock.db'}"
     settings = Settings(database_url=url, run_engine=False, secret_keys=OLD_KEY)
     build(settings).store.close()
-    store = AlarmStore(make_engine(url, 2))
+    store = AlarmStore(open_database(url, 2))
     registry = SqlApplicationRegistry(store, SecretBox((OLD_KEY,)))
     registry.put(ApplicationPolicy("hooks"), NOW)
     registry.set_secret("hooks", new_secret(), NOW)
@@ -183,7 +183,7 @@ def test_the_start_is_refused_while_a_secret_opens_with_no_key(tmp_path: Path) -
 def test_the_reencrypt_command(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     url = f"sqlite:///{tmp_path / 'clock.db'}"
     build(Settings(database_url=url, run_engine=False)).store.close()
-    store = AlarmStore(make_engine(url, 2))
+    store = AlarmStore(open_database(url, 2))
     secret = new_secret()
     registry = SqlApplicationRegistry(store)
     registry.put(ApplicationPolicy("hooks"), NOW)

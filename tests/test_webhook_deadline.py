@@ -21,8 +21,8 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from clock_server.delivery.call_deadline import CLOSED, DEADLINE, CallDeadlines
 from clock_server.delivery.name_lookups import NameLookups
-from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
 from clock_server.delivery.secrets import new_secret
+from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from tests.webhook_receiver import Wire, raw_receiving
 

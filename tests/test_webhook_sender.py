@@ -22,9 +22,9 @@ from standardwebhooks import Webhook
 from clock_client.errors import WebhookVerificationError
 from clock_client.webhooks import verify
 from clock_server.delivery import webhook_connections
-from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
 from clock_server.delivery.retry_after import MAX_RETRY_AFTER_MS, retry_after_ms
 from clock_server.delivery.secrets import new_secret
+from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
 from clock_server.delivery.targets import check_target, forbidden_kind
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.errors import ValidationError

@@ -47,8 +47,8 @@ from urllib3.util import parse_url
 
 from clock_server.delivery.call_deadline import CLOSED, Call, CallDeadlines
 from clock_server.delivery.name_lookups import NameLookups
-from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
 from clock_server.delivery.retry_after import retry_after_ms
+from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
 from clock_server.delivery.webhook_connections import (
     CURRENT_CALL,
     CURRENT_LOOKUPS,

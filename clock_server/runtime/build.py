@@ -23,7 +23,7 @@ from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
 from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.pull_requeue import SqlPullRequeue
@@ -91,10 +91,10 @@ def build(
     clock = clock or SystemClock()
     if tokens is None and serve_http:
         tokens = load_tokens(settings.tokens, settings.tokens_file)
-    db_engine = make_engine(settings.database_url, settings.db_pool_size)
-    store = AlarmStore(db_engine)
+    db = open_database(settings.database_url, settings.db_pool_size)
+    store = AlarmStore(db)
     if settings.migrate_on_start:
-        migrate.upgrade(db_engine)
+        migrate.upgrade(db)
     box = SecretBox.from_setting(settings.secret_keys)
     check_secrets_open(StoredSecrets(store, box))
     metrics = Metrics()
@@ -196,7 +196,7 @@ def build_web(
     The tokens are read from the settings unless given."""
     if tokens is None:
         tokens = load_tokens(settings.tokens, settings.tokens_file)
-    store = AlarmStore(make_engine(settings.database_url, settings.db_pool_size))
+    store = AlarmStore(open_database(settings.database_url, settings.db_pool_size))
     services = Services(
         settings, store, SystemClock(), Metrics(), notifier, broker, tokens, loops=loops
     )

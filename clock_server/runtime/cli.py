@@ -19,7 +19,7 @@ from clock_server.runtime.process import configure_logging
 from clock_server.settings import Settings, mask_url
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 from clock_server.store.secret_box import SecretBox, SecretUnreadable
 from clock_server.store.stored_secrets import StoredSecrets
 
@@ -87,10 +87,10 @@ def reencrypt_secrets(settings: Settings) -> int:
     if not settings.secret_keys:
         print("clock-server reencrypt-secrets: CLOCK_SECRET_KEYS is unset", file=sys.stderr)
         return 2
-    store = AlarmStore(make_engine(settings.database_url, pool_size=2))
+    store = AlarmStore(open_database(settings.database_url, pool_size=2))
     try:
         if settings.migrate_on_start:
-            migrate.upgrade(store.engine)
+            migrate.upgrade(store.db)
         secrets = StoredSecrets(store, SecretBox.from_setting(settings.secret_keys))
         try:
             changed = secrets.reseal()

@@ -36,8 +36,8 @@ from clock_server.store.sql import chunks, param_marker, translate_errors
 class AlarmStore:
     """Create, read, change and cancel alarms. Every method is one short transaction."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, db: Engine) -> None:
+        self.db = db
         self._caps: Capabilities | None = None
         self._insert_one = insert(alarm_table)
 
@@ -45,16 +45,16 @@ class AlarmStore:
     def caps(self) -> Capabilities:
         if self._caps is None:
             with translate_errors():
-                self._caps = capabilities(self.engine)
+                self._caps = capabilities(self.db)
         return self._caps
 
     def close(self) -> None:
         """Close the pooled connections."""
-        self.engine.dispose()
+        self.db.dispose()
 
     def ping(self) -> None:
         """Raise Unavailable unless a trivial query succeeds."""
-        with translate_errors(), self.engine.connect() as conn:
+        with translate_errors(), self.db.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
 
     def create(self, new: NewAlarm, now_ms: int) -> tuple[Alarm, bool]:
@@ -62,7 +62,7 @@ class AlarmStore:
         values = insert_values(new, now_ms)
         with translate_errors():
             try:
-                with self.engine.begin() as conn:
+                with self.db.begin() as conn:
                     result = conn.execute(self._insert_one, values)
             except exc.IntegrityError:
                 return self.get(new.application, new.business_id), False
@@ -105,7 +105,7 @@ class AlarmStore:
         batch endpoint's CPU.
         """
         inserted: dict[tuple[str, str], int] = {}
-        with self.engine.begin() as conn:
+        with self.db.begin() as conn:
             for page in pages(rows):
                 statement = self._returning_insert_sql(tuple(page[0]), len(page))
                 params = tuple(value for row in page for value in row.values())
@@ -115,7 +115,7 @@ class AlarmStore:
 
     def _returning_insert_sql(self, columns: tuple[str, ...], count: int) -> str:
         """For `count` rows of `columns`, in the order of `_insert_values`."""
-        dialect = self.engine.dialect
+        dialect = self.db.dialect
         quote = dialect.identifier_preparer.quote
         marker = param_marker(dialect)
         row = "(" + ", ".join([marker] * len(columns)) + ")"
@@ -130,7 +130,7 @@ class AlarmStore:
         self, values: dict[tuple[str, str], dict[str, Any]]
     ) -> dict[tuple[str, str], int]:
         """Without RETURNING (MySQL): look the keys up before and after an INSERT IGNORE."""
-        with self.engine.begin() as conn:
+        with self.db.begin() as conn:
             existing = self._ids_by_key(conn, set(values))
             fresh = {key: row for key, row in values.items() if key not in existing}
             if not fresh:
@@ -148,7 +148,7 @@ class AlarmStore:
         return {key: alarm.id for key, alarm in found.items() if matches(alarm, fresh[key])}
 
     def get(self, application: str, business_id: str) -> Alarm:
-        with translate_errors(), self.engine.connect() as conn:
+        with translate_errors(), self.db.connect() as conn:
             row = conn.execute(select_by_key(application, business_id)).first()
         if row is None:
             raise NotFound(f"no alarm {application}/{business_id}")
@@ -164,7 +164,7 @@ class AlarmStore:
     ) -> Alarm:
         """Apply a PATCH to a pending alarm; Conflict otherwise. A new target drops any claim.
         What changed goes to the alarm's history as done by `actor`."""
-        with translate_errors(), self.engine.begin() as conn:
+        with translate_errors(), self.db.begin() as conn:
             row = self._lock_key(conn, application, business_id)
             if row.status != PENDING:
                 raise Conflict(
@@ -206,7 +206,7 @@ class AlarmStore:
         self, application: str, business_id: str, now_ms: int, *, actor: str
     ) -> tuple[Alarm, bool]:
         """`cancel`, and whether this call cancelled it (False for a repeat)."""
-        with translate_errors(), self.engine.begin() as conn:
+        with translate_errors(), self.db.begin() as conn:
             row = self._lock_key(conn, application, business_id)
             if row.status == DELIVERING:
                 raise Conflict(
@@ -245,7 +245,7 @@ class AlarmStore:
     ) -> builtins.list[Alarm]:
         """Up to `limit` alarms matching `where`, after the position `after` of the page
         before (store.alarm_search says the order)."""
-        with translate_errors(), self.engine.connect() as conn:
+        with translate_errors(), self.db.connect() as conn:
             return [alarm_from_row(row) for row in conn.execute(alarms_query(where, limit, after))]
 
     def count_overdue(self, before_ms: int) -> int:
@@ -253,7 +253,7 @@ class AlarmStore:
         query = select(func.count()).where(
             and_(alarm_table.c.status == PENDING, alarm_table.c.next_try_time < before_ms)
         )
-        with translate_errors(), self.engine.connect() as conn:
+        with translate_errors(), self.db.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
     def _lock_key(self, conn: Connection, application: str, business_id: str) -> Row:
@@ -263,7 +263,7 @@ class AlarmStore:
         return row
 
     def _ignore_prefix(self) -> str:
-        return "OR IGNORE" if self.engine.dialect.name == "sqlite" else "IGNORE"
+        return "OR IGNORE" if self.db.dialect.name == "sqlite" else "IGNORE"
 
     def _ids_by_key(
         self, conn: Connection, keys: set[tuple[str, str]]
@@ -280,7 +280,7 @@ class AlarmStore:
         found: dict[tuple[str, str], Alarm] = {}
         if not keys:
             return found
-        with self.engine.connect() as conn:
+        with self.db.connect() as conn:
             for chunk in chunks(sorted(keys), 500):
                 query = select(*ALARM_COLUMNS).where(
                     tuple_(alarm_table.c.application, alarm_table.c.business_id).in_(chunk)

@@ -41,7 +41,7 @@ class SqlApplicationRegistry:
     def get(self, name: str) -> ApplicationPolicy:
         """The application's row; NotFound when it is not registered."""
         query = select(application_table).where(application_table.c.name == name)
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             row = conn.execute(query).first()
         if row is None:
             raise NotFound(f"no application {name!r} is registered")
@@ -50,27 +50,27 @@ class SqlApplicationRegistry:
     def all(self) -> list[ApplicationPolicy]:
         """Every registered application, by name."""
         query = select(application_table).order_by(application_table.c.name)
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             return [self._policy(row._mapping) for row in conn.execute(query)]
 
     def register(self, name: str, now_ms: int) -> bool:
         """Add the application with no limits unless it is there; True when added."""
         values = {"name": name, "created_at": now_ms, "updated_at": now_ms}
-        dialect = self.store.engine.dialect.name
+        dialect = self.store.db.dialect.name
         maker = sqlite_insert if dialect == "sqlite" else mysql_insert
         statement = (
             maker(application_table)
             .values(**values)
             .prefix_with("OR IGNORE" if dialect == "sqlite" else "IGNORE")
         )
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             return conn.execute(statement).rowcount == 1
 
     def put(self, policy: ApplicationPolicy, now_ms: int) -> tuple[ApplicationPolicy, bool]:
         """Set every setting of the application, registering it if needed; True when added."""
         added = self.register(policy.name, now_ms)
         values = {name: getattr(policy, name) for name in POLICY_FIELDS}
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             conn.execute(
                 update(application_table)
                 .where(application_table.c.name == policy.name)
@@ -93,7 +93,7 @@ class SqlApplicationRegistry:
             raise ValueError(f"not settings of an application: {sorted(unknown)}")
         query = select(application_table).where(application_table.c.name == name)
         locked = query.with_for_update() if self.store.caps.row_locks else query
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             row = conn.execute(locked).first()
             if row is None:
                 raise NotFound(f"no application {name!r} is registered")
@@ -121,7 +121,7 @@ class SqlApplicationRegistry:
         c = application_table.c
         query = select(c.webhook_secret).where(c.name == name)
         locked = query.with_for_update() if self.store.caps.row_locks else query
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             row = conn.execute(locked).first()
             if row is None:
                 raise NotFound(f"no application {name!r} is registered")
@@ -176,7 +176,7 @@ class SqlApplicationRegistry:
             .group_by(c.application)
         )
         tallies: dict[str, dict[str, int]] = {}
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             for application, status, count in conn.execute(by_status):
                 tallies.setdefault(application, {})[status] = int(count)
             for application, count in conn.execute(soon):
@@ -197,7 +197,7 @@ class SqlApplicationRegistry:
         """Every application that has alarms: a DISTINCT that MariaDB answers by skipping
         through an index that leads with the application, without counting."""
         query = select(alarm_table.c.application).distinct()
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             return [row[0] for row in conn.execute(query)]
 
     def pending_counts(self) -> dict[str, int]:
@@ -205,7 +205,7 @@ class SqlApplicationRegistry:
         (application, status, next_try_time) index, for clock_pending_alarms."""
         c = alarm_table.c
         query = select(c.application, func.count()).where(c.status == PENDING)
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             rows = conn.execute(query.group_by(c.application)).all()
         return {application: int(count) for application, count in rows}
 
@@ -213,7 +213,7 @@ class SqlApplicationRegistry:
         """The application's pending alarms, read from the (application, status) index."""
         c = alarm_table.c
         query = select(func.count()).where(and_(c.application == name, c.status == PENDING))
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
 

@@ -85,7 +85,7 @@ class SqlClaimStore:
             f" ORDER BY next_try_time LIMIT {int(limit)}{lock}"
         )
         params = {"application": application} if application else {}
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             rows = conn.execute(query, params).all()
             if not rows:
                 return []
@@ -108,7 +108,7 @@ class SqlClaimStore:
             f" WHERE status = '{PENDING}' GROUP BY application"
             f" HAVING MIN(next_try_time) <= {int(horizon_ms)}"
         )
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             return {application: int(due_ms) for application, due_ms in conn.execute(query)}
 
     def release(self, claims: Sequence[Claim], now_ms: int) -> int:
@@ -124,7 +124,7 @@ class SqlClaimStore:
         """One transaction for a ring batch; the locks it takes are held until it ends.
         The events of its outcomes are written last, in one statement, and its dead letters
         in another when any alarm died."""
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             tx = SqlRingTransaction(conn, self.store.caps, self.dead_letters)
             yield tx
             tx.events.write(conn)
@@ -136,7 +136,7 @@ class SqlClaimStore:
         """A ring transaction over alarms handed to a webhook: `lock_live` finds them in
         `delivering` with the version the hand-off gave them, and their outcomes are recorded
         as a ring batch records its own (a retry makes the alarm pending again)."""
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             tx = SqlRingTransaction(conn, self.store.caps, self.dead_letters, DELIVERING)
             yield tx
             tx.events.write(conn)
@@ -153,7 +153,7 @@ class SqlClaimStore:
         pending and nobody's, each due again at its claim's due time; returns how many."""
         released = 0
         by_id = alarm_table.c.id
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             for chunk in chunks(list(claims), _ID_CHUNK):
                 result = conn.execute(
                     update(alarm_table)
@@ -175,7 +175,7 @@ class SqlClaimStore:
         return released
 
     def connect_ahead(self, connections: int) -> None:
-        open_ahead(self.store.engine, connections)
+        open_ahead(self.store.db, connections)
 
 
 class _LockedRows:

@@ -54,7 +54,7 @@ class AlarmCounts:
         *,
         actor: str,
     ) -> Counted:
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             query = select_for_change(self.store.caps, application, business_id)
             row = conn.execute(query).first()
             if row is None:

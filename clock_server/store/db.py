@@ -1,4 +1,5 @@
-"""Creating the SQLAlchemy engine, with what each dialect needs decided once here."""
+"""Opening the database (a pooled SQLAlchemy Engine), with what each dialect needs decided once
+here."""
 
 from __future__ import annotations
 
@@ -29,13 +30,14 @@ class Capabilities:
         return " FOR UPDATE" if self.row_locks else ""
 
 
-def make_engine(url: str, pool_size: int = 20) -> Engine:
-    """An engine for `url`; SQLite gets WAL and BEGIN IMMEDIATE so writers serialize cleanly."""
+def open_database(url: str, pool_size: int = 20) -> Engine:
+    """The database at `url`, pooled; SQLite gets WAL and BEGIN IMMEDIATE so writers
+    serialize cleanly."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
-        _configure_sqlite(engine)
-        return engine
+        db = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        _configure_sqlite(db)
+        return db
     return create_engine(
         url,
         pool_size=pool_size,
@@ -51,25 +53,25 @@ def make_engine(url: str, pool_size: int = 20) -> Engine:
     )
 
 
-def open_ahead(engine: Engine, connections: int) -> None:
+def open_ahead(db: Engine, connections: int) -> None:
     """Open up to `connections` pooled connections now, so that the first transactions of
     threads starting together (the ring lanes) do not each wait for a new connection."""
-    if engine.dialect.name == "sqlite":
+    if db.dialect.name == "sqlite":
         return
     with contextlib.ExitStack() as held:
-        for _ in range(min(connections, engine.pool.size())):  # type: ignore[attr-defined]
-            held.enter_context(engine.connect())
+        for _ in range(min(connections, db.pool.size())):  # type: ignore[attr-defined]
+            held.enter_context(db.connect())
 
 
-def capabilities(engine: Engine) -> Capabilities:
-    if engine.dialect.name == "sqlite":
+def capabilities(db: Engine) -> Capabilities:
+    if db.dialect.name == "sqlite":
         return Capabilities(
             row_locks=False,
             skip_locked=False,
             insert_returning=sqlite3.sqlite_version_info >= (3, 35),
             index_hints=False,
         )
-    with engine.connect() as conn:
+    with db.connect() as conn:
         version = str(conn.exec_driver_sql("SELECT VERSION()").scalar_one())
     mariadb = "mariadb" in version.lower()
     release = _release(version)
@@ -87,10 +89,10 @@ def _release(version: str) -> tuple[int, int]:
     return major, minor
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(db: Engine) -> None:
     # pysqlite's own transaction handling defers BEGIN; take the write lock at BEGIN instead,
     # so a read-then-write transaction cannot fail halfway with "database is locked".
-    @event.listens_for(engine, "connect")
+    @event.listens_for(db, "connect")
     def _on_connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -98,6 +100,6 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
-    @event.listens_for(engine, "begin")
+    @event.listens_for(db, "begin")
     def _on_begin(conn):  # type: ignore[no-untyped-def]
         conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -88,19 +88,19 @@ class SqlDeadLetterOutbox:
         """Up to `limit` letters in the order they were written (by id)."""
         t = dead_letter_table.c
         query = select(t.id, *(t[name] for name in _COLUMNS)).order_by(t.id).limit(limit)
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             return [DeadLetter._make(row) for row in conn.execute(query)]
 
     def remove(self, letter_ids: Sequence[int]) -> None:
         """Forget letters the broker has confirmed."""
         if not letter_ids:
             return
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             for chunk in chunks(list(letter_ids), _ID_CHUNK):
                 conn.execute(delete(dead_letter_table).where(dead_letter_table.c.id.in_(chunk)))
 
     def count(self) -> int:
         """Letters waiting to be published."""
         query = select(func.count()).select_from(dead_letter_table)
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             return int(conn.execute(query).scalar_one())

@@ -35,7 +35,7 @@ class SqlEngineRegistry:
 
     def register(self, instance_id: str, lease_ms: int, now_ms: int) -> int:
         """Add a live engine; returns its id, which its claims carry."""
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             result = conn.execute(
                 insert(engine_table).values(
                     instance_id=instance_id[:128],
@@ -51,7 +51,7 @@ class SqlEngineRegistry:
     def heartbeat(self, engine_id: int, now_ms: int) -> bool:
         """Say the engine is alive; False once another engine has declared it dead."""
         table = engine_table.c
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             result = conn.execute(
                 update(engine_table)
                 .where(table.id == engine_id, table.dead_at.is_(None))
@@ -63,7 +63,7 @@ class SqlEngineRegistry:
         """Mark dead every engine whose last beat was before `silent_since_ms`; returns all
         engines marked dead whose claims may not all have been given back yet."""
         table = engine_table.c
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             conn.execute(
                 update(engine_table)
                 .where(table.dead_at.is_(None), table.heartbeat_at < silent_since_ms)
@@ -75,7 +75,7 @@ class SqlEngineRegistry:
     def live_engines(self) -> list[EngineRecord]:
         """The engines not declared dead, oldest first."""
         query = select(engine_table).where(engine_table.c.dead_at.is_(None))
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             rows = conn.execute(query.order_by(engine_table.c.id)).all()
         return [_record(row) for row in rows]
 
@@ -89,7 +89,7 @@ class SqlEngineRegistry:
         again, due now: their call may or may not have reached the application, so they are
         sent again, with the same webhook-id."""
         upper_ms = now_ms + dead.lease_ms + CLOCK_SKEW_MARGIN_MS
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             candidates = self._claims_of(conn, dead.id, now_ms, upper_ms)
             first_try_at_target = (
                 f"CASE WHEN retry_times = 0 THEN target_ring_at ELSE {int(now_ms)} END"
@@ -104,7 +104,7 @@ class SqlEngineRegistry:
 
     def remove(self, engine_id: int) -> None:
         """Forget an engine: it stopped, or its claims have all been given back."""
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             conn.execute(delete(engine_table).where(engine_table.c.id == engine_id))
 
     def _claims_of(self, conn: Connection, engine_id: int, now_ms: int, upper_ms: int) -> list[int]:

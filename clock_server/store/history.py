@@ -45,7 +45,7 @@ class AlarmHistory:
             _ALARM.create_time,
             _ALARM.created_by,
         ).where(and_(_ALARM.application == application, _ALARM.business_id == business_id))
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             alarm = conn.execute(alarm_query).first()
             if alarm is None:
                 raise NotFound(f"no alarm {application}/{business_id}")

@@ -57,7 +57,7 @@ class AlarmInterventions:
     ) -> Alarm:
         """Make a dead or expired alarm pending again, due at `due_ms`; Conflict naming its
         status otherwise (a re-drive already done answers Conflict "pending")."""
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             query = select_for_change(self.store.caps, application, business_id)
             found = conn.execute(query).first()
             if found is None:
@@ -129,7 +129,7 @@ class AlarmInterventions:
             while True:
                 if time.monotonic() >= stop_at:
                     return BulkOutcome(changed.total(), False, dict(changed))
-                with translate_errors(), self.store.engine.connect() as conn:
+                with translate_errors(), self.store.db.connect() as conn:
                     page = conn.execute(
                         search_query(one, PAGE_ROWS, after, _CANDIDATE_COLUMNS, order)
                     ).all()
@@ -148,7 +148,7 @@ class AlarmInterventions:
         query = select(_C.id, _C.status, _C.application).where(_C.id.in_(ids), _C.status == status)
         if self.store.caps.row_locks:
             query = query.with_for_update()
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             found = conn.execute(query).all()
             if found:
                 change(conn, [(row.id, row.status) for row in found])

@@ -9,7 +9,7 @@ from alembic.config import Config
 from sqlalchemy import Engine
 
 from alembic import command
-from clock_server.store.db import make_engine
+from clock_server.store.db import open_database
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +26,11 @@ def script_location() -> str:
     raise FileNotFoundError("the Alembic migration scripts are not installed with clock_server")
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
+def upgrade(db: Engine, revision: str = "head") -> None:
     """Bring the database schema to `revision`."""
     config = Config()
     config.set_main_option("script_location", script_location())
-    with engine.begin() as connection:
+    with db.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
     log.info("database schema is at %s", revision, extra={"action": "schema_migrated"})
@@ -38,8 +38,8 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 def upgrade_url(url: str) -> None:
     """Bring the database at `url` to the newest schema (`clock-server migrate`)."""
-    engine = make_engine(url)
+    db = open_database(url)
     try:
-        upgrade(engine)
+        upgrade(db)
     finally:
-        engine.dispose()
+        db.dispose()

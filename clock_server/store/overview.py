@@ -73,7 +73,7 @@ class OverviewReader:
         self.lateness_sample = lateness_sample
 
     def read(self, now_ms: int, due_windows_ms: Sequence[int], lateness_window_ms: int) -> Overview:
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             by_status = {
                 status: self._count(conn, _C.status == status, self.cap) for status in STATUSES
             }

@@ -32,7 +32,7 @@ class SqlPullRequeue:
         """Requeue, up to `batch` per application and transaction, the messages still
         waiting for pullers of every application on another channel; returns how many, by
         application. Each application is one index lookup, so the many with none cost little."""
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             names = conn.execute(
                 select(application_table.c.name).where(application_table.c.channel != PULL)
             ).scalars()
@@ -40,7 +40,7 @@ class SqlPullRequeue:
         requeued: dict[str, int] = {}
         for application in applications:
             while True:
-                with translate_errors(), self.store.engine.begin() as conn:
+                with translate_errors(), self.store.db.begin() as conn:
                     count = self._requeue(conn, application, now_ms)
                 if count:
                     requeued[application] = requeued.get(application, 0) + count

@@ -111,7 +111,7 @@ class SqlPullQueue:
             f" AND next_try_time <= {int(now_ms)} AND claimed_by = 0"
             f" ORDER BY next_try_time LIMIT {int(limit)}{lock}"
         )
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             found = conn.execute(query, {"application": application}).all()
             rows = [RingRow._make(row[:10]) for row in found]  # the version is not needed
             if not rows:
@@ -129,7 +129,7 @@ class SqlPullQueue:
         by_id = " FORCE INDEX (PRIMARY)" if caps.index_hints else ""
         lock = " FOR UPDATE" if caps.row_locks else ""
         found: set[int] = set()
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             for chunk in chunks(sorted(in_range), _ID_CHUNK):
                 locked = conn.execute(
                     text(

@@ -52,7 +52,7 @@ class SqlFinishedAlarmPurger:
         not their sealed webhook secrets)."""
         c = application_table.c
         query = select(c.name, c.retention_days).where(c.retention_days.is_not(None))
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             return {name: float(days) for name, days in conn.execute(query)}
 
     def purge_batch(
@@ -77,7 +77,7 @@ class SqlFinishedAlarmPurger:
         ring lane; one row takes a few microseconds.
         """
         _check(status, limit)
-        dialect = self.store.engine.dialect
+        dialect = self.store.db.dialect
         due, params = _due(cutoffs, default_cutoff_ms, param_marker(dialect))
         from_ms, after_id = int(after[0]), int(after[1])
         # Without the hint MariaDB may read a small table by `status` alone and sort.
@@ -103,7 +103,7 @@ class SqlFinishedAlarmPurger:
                 "GROUP_CONCAT(id ORDER BY next_try_time DESC, id DESC), ',', 1)"
                 f" FROM ({batch}) AS batch"
             )
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             if dialect.name != "sqlite" and not conn.info.get("group_concat_max_len"):
                 # MySQL 8 cuts GROUP_CONCAT at 1,024 bytes; once per pooled connection.
                 conn.exec_driver_sql(f"SET SESSION group_concat_max_len = {_ID_LIST_BYTES}")
@@ -129,10 +129,10 @@ class SqlFinishedAlarmPurger:
         """
         newest = (
             f" AND id < (SELECT MAX(id) FROM {_TABLE})"
-            if self.store.engine.dialect.name == "sqlite"
+            if self.store.db.dialect.name == "sqlite"
             else ""
         )
-        with translate_errors(), self.store.engine.begin() as conn:
+        with translate_errors(), self.store.db.begin() as conn:
             result = conn.exec_driver_sql(
                 f"DELETE FROM {_TABLE} WHERE id IN ({ids}) AND status = '{status}'"
                 f" AND {due}{newest}",
@@ -158,8 +158,8 @@ class SqlJobLease:
     def take(self, name: str, owner: str, now_ms: int, until_ms: int) -> bool:
         owner = owner[:128]
         lease = job_lease_table.c
-        engine = self.store.engine
-        with translate_errors(), engine.begin() as conn:
+        db = self.store.db
+        with translate_errors(), db.begin() as conn:
             renewed = conn.execute(
                 update(job_lease_table)
                 .where(lease.name == name, or_(lease.until_ms < now_ms, lease.owner == owner))
@@ -169,7 +169,7 @@ class SqlJobLease:
                 return True
             added = conn.execute(
                 insert(job_lease_table)
-                .prefix_with("OR IGNORE" if engine.dialect.name == "sqlite" else "IGNORE")
+                .prefix_with("OR IGNORE" if db.dialect.name == "sqlite" else "IGNORE")
                 .values(name=name, owner=owner, until_ms=until_ms)
             )
             return bool(added.rowcount == 1)
@@ -177,7 +177,7 @@ class SqlJobLease:
     def holder(self, name: str) -> tuple[str, int] | None:
         """(owner, until_ms) of job `name`'s lease, None if it never ran."""
         query = job_lease_table.select().where(job_lease_table.c.name == name)
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             row = conn.execute(query).first()
         return None if row is None else (row.owner, int(row.until_ms))
 

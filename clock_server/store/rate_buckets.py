@@ -47,7 +47,7 @@ class SqlTokenBuckets:
         if self.store.caps.row_locks:
             locked = locked.with_for_update()
         for _attempt in range(3):
-            with translate_errors(), self.store.engine.begin() as conn:
+            with translate_errors(), self.store.db.begin() as conn:
                 row = conn.execute(locked).first()
                 if row is not None:
                     elapsed_ms = max(now_ms - row.refilled_at, 0)
@@ -63,7 +63,7 @@ class SqlTokenBuckets:
             # No bucket yet: created full in a transaction of its own, then taken from. Two
             # transactions that each inserted it after their locking read had found the gap
             # deadlocked on each other's gap lock.
-            with translate_errors(), self.store.engine.begin() as conn:
+            with translate_errors(), self.store.db.begin() as conn:
                 conn.execute(self._insert_full(application, kind, burst, now_ms))
         else:
             raise Unavailable(f"the {kind} rate bucket of {application!r} could not be created")
@@ -72,7 +72,7 @@ class SqlTokenBuckets:
         return Grant(granted, max(1, math.ceil((1 - tokens) * 1000 / rate_per_s)))
 
     def _insert_full(self, application: str, kind: str, burst: int, now_ms: int):  # type: ignore[no-untyped-def]
-        dialect = self.store.engine.dialect.name
+        dialect = self.store.db.dialect.name
         maker = sqlite_insert if dialect == "sqlite" else mysql_insert
         values = {"application": application, "kind": kind, "tokens": burst, "refilled_at": now_ms}
         return (

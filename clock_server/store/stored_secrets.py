@@ -24,7 +24,7 @@ class StoredSecrets:
         """The applications with a stored secret that none of the box's keys opens."""
         c = application_table.c
         query = select(c.name, c.webhook_secret, c.webhook_previous_secret).order_by(c.name)
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             rows = conn.execute(query).all()
         return [row[0] for row in rows if not all(self._opens(value) for value in row[1:])]
 
@@ -33,13 +33,13 @@ class StoredSecrets:
         application at a time under its row's lock; how many applications changed.
         SecretUnreadable for a secret no key opens (those before it stay changed)."""
         c = application_table.c
-        with translate_errors(), self.store.engine.connect() as conn:
+        with translate_errors(), self.store.db.connect() as conn:
             names = list(conn.execute(select(c.name).order_by(c.name)).scalars())
         changed = 0
         for name in names:
             query = select(c.webhook_secret, c.webhook_previous_secret).where(c.name == name)
             locked = query.with_for_update() if self.store.caps.row_locks else query
-            with translate_errors(), self.store.engine.begin() as conn:
+            with translate_errors(), self.store.db.begin() as conn:
                 row = conn.execute(locked).first()
                 if row is None or all(self.box.is_current(value) for value in row):
                     continue
