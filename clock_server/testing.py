@@ -129,6 +129,9 @@ class InMemoryPublisher:
         later group of this call finds its moment come."""
         return _TimedGroups(self, groups, clock).handles
 
+    def start(self) -> None:
+        """Nothing to connect: the twin takes messages from the start."""
+
     def is_healthy(self) -> bool:
         """True while ``healthy`` is set and ``close()`` has not been called."""
         return self.healthy and not self.closed

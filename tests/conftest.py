@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import delete
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.metrics import Metrics
 from clock_server.runtime.build import build
+from clock_server.runtime.build_api import build_services
 from clock_server.runtime.http_server import create_http_server
 from clock_server.settings import Settings
 from clock_server.store import migrate
@@ -128,7 +129,7 @@ def api(store: AlarmStore, fake_clock: SettableClock, publisher: InMemoryPublish
         payload_max_bytes=1024, batch_max_items=50, list_max_limit=100, batch_max_bytes=200_000
     )
     notifier = RecordingNotifier()
-    services = Services(
+    services = build_services(
         settings, store, fake_clock, Metrics(), engine=notifier, publisher=publisher
     )
     app = create_app(services)

@@ -23,6 +23,7 @@ from clock_server.api import Services, create_app
 from clock_server.errors import NotFound
 from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy
+from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
@@ -74,7 +75,7 @@ class Server:
 
 
 def server(store: AlarmStore, clock: SettableClock, **settings: Any) -> Server:
-    services = Services(Settings(**settings), store, clock, Metrics())
+    services = build_services(Settings(**settings), store, clock, Metrics())
     return Server(create_app(services).test_client(), services, store, clock)
 
 

@@ -16,9 +16,10 @@ from urllib.parse import quote
 
 import pytest
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.metrics import Metrics
 from clock_server.model import MAX_EPOCH_MS
+from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
@@ -1396,7 +1397,9 @@ def test_the_probes_503_answers_validate_against_the_openapi_schemas(api) -> Non
     check = OpenApiChecker(_openapi(api))
     unreachable = AlarmStore(open_database("mysql+pymysql://root@127.0.0.1:1/none", pool_size=1))
     stalled = {"clock-ring": api.clock.now_ms() - 3_600_000}
-    services = Services(Settings(), unreachable, api.clock, Metrics(), loops=StaticLoops(stalled))
+    services = build_services(
+        Settings(), unreachable, api.clock, Metrics(), loops=StaticLoops(stalled)
+    )
     client = create_app(services).test_client()
     try:
         for probe in PROBES:
@@ -1420,7 +1423,7 @@ def test_the_default_limit_takes_a_payload_escaped_six_times_over(store, fake_cl
     """At the default 64 KiB, a payload escaped as JSON does (every byte of a control
     character as six) is far over its own size: the body limit allows for it."""
     settings = Settings()
-    app = create_app(Services(settings, store, fake_clock, Metrics()))
+    app = create_app(build_services(settings, store, fake_clock, Metrics()))
     at_limit = payload_of(unit, settings.payload_max_bytes)
     raw = json.dumps(body(payload=at_limit))  # ensure_ascii, as requests' json= does
     assert len(raw) > settings.payload_max_bytes + 16_384

@@ -18,6 +18,7 @@ from clock_server.api import Services, create_app
 from clock_server.api.tokens import load_tokens
 from clock_server.metrics import Metrics
 from clock_server.model import MAX_EPOCH_MS, POLICY_FIELDS
+from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
@@ -532,7 +533,7 @@ def test_wrong_method_is_405(api, method: str, path: str, allowed: set[str]) -> 
 @pytest.fixture
 def auth_api(store: AlarmStore, fake_clock: SettableClock) -> Iterator[Any]:
     settings = Settings(tokens=TOKENS)
-    services = Services(
+    services = build_services(
         settings,
         store,
         fake_clock,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from clock_client import ClockClient, Forbidden, Unauthorized
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.api import tokens as auth
 from clock_server.api.tokens import (
     Grant,
@@ -31,6 +31,7 @@ from clock_server.api.tokens import (
 from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
 from clock_server.runtime import cli
+from clock_server.runtime.build_api import build_services
 from clock_server.runtime.serve import log_authentication, serve
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
@@ -320,7 +321,7 @@ def test_start_warns_loudly_when_authentication_is_off(caplog) -> None:  # type:
 class AuthApi:
     def __init__(self, store: AlarmStore, clock: SettableClock) -> None:
         settings = Settings(payload_max_bytes=1024, batch_max_items=50, tokens=TOKENS)
-        services = Services(
+        services = build_services(
             settings,
             store,
             clock,
@@ -721,7 +722,7 @@ def matrix_api(store: AlarmStore, fake_clock: SettableClock) -> AuthApi:
     tokens = f"{TOKENS}; {ORDERS_READ}=orders:read; {OPS_READ}=*:read"
     settings = Settings(payload_max_bytes=1024, tokens=tokens, webhook_allow_private=True)
     api = AuthApi.__new__(AuthApi)
-    services = Services(
+    services = build_services(
         settings,
         store,
         fake_clock,

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import requests
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.metrics import Metrics
 from clock_server.model import NewAlarm
+from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
@@ -30,7 +31,7 @@ WORST = "\x01"
 
 
 def _harness(store: AlarmStore, clock: SettableClock, **settings: Any) -> Any:
-    services = Services(
+    services = build_services(
         Settings(**settings), store, clock, Metrics(), publisher=InMemoryPublisher()
     )
     return create_app(services).test_client()

@@ -16,16 +16,15 @@ from sqlalchemy import delete, update
 
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
-from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.dead_letter_relay import RELAY_LEASE_S, DeadLetterRelay
 from clock_server.metrics import Metrics
 from clock_server.model import NOT_CONFIRMED, Claim, DeadLetter, NewAlarm
 from clock_server.runtime.build import build
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
-from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.purge import SqlJobLease
 from clock_server.store.schema import alarm_table, dead_letter_table, job_lease_table
 from clock_server.testing import InMemoryDeadLetterPublisher, SettableClock
@@ -137,18 +136,17 @@ def test_a_dead_alarm_reaches_a_queue_bound_to_the_dead_letter_exchange_with_its
     ring_publisher = AmqpPublisher(AMQP_URL, exchange=ring_exchange, declare_queues=False)
     ring_publisher.start()
     metrics = Metrics()
-    dead_letters = relay(
-        db, fake_clock, AmqpDeadLetterPublisher(AMQP_URL, dead_queue.exchange), metrics
+    settings = Settings(
+        retry_max=1,
+        retry_base_s=1,
+        retry_cap_s=1,
+        instance_id="e1",
+        amqp_url=AMQP_URL,
+        dead_letter_exchange=dead_queue.exchange,
     )
-    engine = AlarmEngine(
-        Settings(retry_max=1, retry_base_s=1, retry_cap_s=1, instance_id="e1"),
-        SqlClaimStore(db, dead_letters=True),
-        SqlEngineRegistry(db),
-        ring_publisher,
-        fake_clock,
-        metrics,
-        dead_letters=dead_letters,
-    )
+    engine = build_engine(settings, db, ring_publisher, fake_clock, metrics)
+    dead_letters = engine.dead_letters
+    assert dead_letters is not None
     try:
         assert ring_publisher.wait_healthy(10)
         target = fake_clock.now_ms()

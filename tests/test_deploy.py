@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.metrics import Metrics
+from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_database
@@ -211,7 +212,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 
 def served_paths() -> set[str]:
     """The paths the app serves (building it connects to nothing)."""
-    services = Services(
+    services = build_services(
         Settings(), AlarmStore(open_database("sqlite://")), SystemClock(), Metrics()
     )
     return {rule.rule for rule in create_app(services).url_map.iter_rules()}

@@ -16,13 +16,11 @@ import pytest
 from clock_server.deadline import Deadline
 from clock_server.engine.alarm_engine import AlarmEngine, wake_horizon_ms
 from clock_server.errors import Conflict
-from clock_server.metrics import Metrics
 from clock_server.model import AlarmChanges, NewAlarm
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import open_ahead, open_database
-from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 from .support import settle
@@ -45,14 +43,7 @@ def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemor
         )
         values.update(overrides)
         on = values.pop("publisher", publisher)
-        return AlarmEngine(
-            Settings(**values),
-            SqlClaimStore(store),
-            SqlEngineRegistry(store),
-            on,
-            fake_clock,
-            Metrics(),
-        )
+        return build_engine(Settings(**values), store, on, fake_clock)
 
     return make
 
@@ -365,13 +356,8 @@ def test_two_engines_with_default_lanes_share_mariadb_without_double_rings(
     """Lanes lock rows ahead and sleep on the fake clock holding them; on SQLite, where a lock
     takes the whole file, the other engine's lanes would wait for a clock nobody moves."""
     engines = [
-        AlarmEngine(
-            Settings(instance_id=name, claim_batch=100),
-            SqlClaimStore(mariadb_store),
-            SqlEngineRegistry(mariadb_store),
-            publisher,
-            fake_clock,
-            Metrics(),
+        build_engine(
+            Settings(instance_id=name, claim_batch=100), mariadb_store, publisher, fake_clock
         )
         for name in ("a", "b")
     ]
@@ -398,13 +384,11 @@ def _share_without_double_rings(engines, store, fake_clock, publisher) -> None:
 
 def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
     slow = _SlowPublisher()
-    engine = AlarmEngine(
+    engine = build_engine(
         Settings(instance_id="e", ring_batch=25, ring_lanes=1, ring_lead_ms=0),
-        SqlClaimStore(store),
-        SqlEngineRegistry(store),
+        store,
         slow,
         fake_clock,
-        Metrics(),
     )
     items = [NewAlarm("app", f"b{i}", "p", fake_clock.now_ms(), None) for i in range(200)]
     store.create_many(items, fake_clock.now_ms())
@@ -438,7 +422,7 @@ def test_stop_gives_every_claim_back(store, fake_clock, make_engine):
     now = fake_clock.now_ms()
     store.create_many([NewAlarm("app", f"b{i}", "p", now + 5_000, None) for i in range(50)], now)
     engine.start()
-    fake_clock.wait_for_waiters(3)  # the preload, ring and liveness loops wait for their next pass
+    fake_clock.wait_for_waiters(len(engine.loop_beats()))  # every loop waits for its next pass
     assert len(engine.heap) == 50
     engine.stop(Deadline(5))
     pending = store.list("app", "pending", 100, None)
@@ -483,9 +467,7 @@ def test_a_batch_gathers_only_while_a_lane_stays_free_beside_it(
     store = mariadb_store  # on SQLite a lane's locks hold the whole database: one at a time
     publisher = _HoldingPublisher()
     settings = Settings(instance_id="g", ring_gather_ms=20)
-    engine = AlarmEngine(
-        settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, fake_clock, Metrics()
-    )
+    engine = build_engine(settings, store, publisher, fake_clock)
     now = fake_clock.now_ms()
     held = [now + 100 * i for i in range(busy)]
     store.create_many([NewAlarm("held", f"h{i}", "p", t, None) for i, t in enumerate(held)], now)
@@ -516,9 +498,7 @@ def test_an_express_batch_gathers_an_applications_next_few_alarms(
     store = mariadb_store
     publisher = _HoldingPublisher()
     settings = Settings(instance_id="x", ring_gather_ms=gather_ms)
-    engine = AlarmEngine(
-        settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, fake_clock, Metrics()
-    )
+    engine = build_engine(settings, store, publisher, fake_clock)
     now = fake_clock.now_ms()
     held = [now + 100 * i for i in range(settings.ring_lanes)]
     store.create_many([NewAlarm("held", f"h{i}", "p", t, None) for i, t in enumerate(held)], now)
@@ -580,9 +560,7 @@ def _step_to_each_target(
 
 def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, publisher):
     settings = Settings(instance_id="lead", ring_lead_ms=400)
-    engine = AlarmEngine(
-        settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, fake_clock, Metrics()
-    )
+    engine = build_engine(settings, store, publisher, fake_clock)
     now = fake_clock.now_ms()
     targets = [now + 150 + 7 * i for i in range(10)]
     store.create_many([NewAlarm("app", f"b{i}", "p", t, None) for i, t in enumerate(targets)], now)
@@ -636,14 +614,7 @@ def _wait_until(condition, timeout_s: float = 5.0) -> None:
 @pytest.mark.mariadb
 def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publisher):
     store = AlarmStore(open_database(mariadb_url, pool_size=20))
-    engine = AlarmEngine(
-        Settings(instance_id="e", ring_lanes=4),
-        SqlClaimStore(store),
-        SqlEngineRegistry(store),
-        publisher,
-        fake_clock,
-        Metrics(),
-    )
+    engine = build_engine(Settings(instance_id="e", ring_lanes=4), store, publisher, fake_clock)
     try:
         pool = store.db.pool
         assert pool.checkedin() + pool.checkedout() == 0
@@ -658,14 +629,7 @@ def test_start_opens_a_connection_per_lane_ahead(mariadb_url, fake_clock, publis
 def test_start_goes_on_when_the_database_cannot_be_reached(fake_clock, publisher, caplog):
     unreachable = open_database("mysql+pymysql://root@127.0.0.1:1/none", pool_size=2)
     unreachable_store = AlarmStore(unreachable)
-    engine = AlarmEngine(
-        Settings(instance_id="e"),
-        SqlClaimStore(unreachable_store),
-        SqlEngineRegistry(unreachable_store),
-        publisher,
-        fake_clock,
-        Metrics(),
-    )
+    engine = build_engine(Settings(instance_id="e"), unreachable_store, publisher, fake_clock)
     engine.start()
     try:
         assert "could not connect ahead" in caplog.text

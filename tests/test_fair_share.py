@@ -13,14 +13,11 @@ import pytest
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.preloader import BACKLOG_MS
 from clock_server.engine.ringer import BESIDE_BACKLOG_LANES, EXPRESS_LANES
-from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy, NewAlarm
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
-from clock_server.store.claims import SqlClaimStore
-from clock_server.store.engine_registry import SqlEngineRegistry
-from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
+from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 from .support import drive, settle
@@ -32,17 +29,9 @@ def engine_on(
     express_publisher = overrides.pop("express_publisher", None)
     values = dict(instance_id="fair", retry_base_s=1, retry_cap_s=8, retry_max=3)
     values.update(overrides)
-    policies = CachedPolicies(SqlApplicationRegistry(store).all, clock.now_ms, 2_000)
-    return AlarmEngine(
-        Settings(**values),
-        SqlClaimStore(store),
-        SqlEngineRegistry(store),
-        publisher,
-        clock,
-        Metrics(),
-        policies,
-        SharedRateLimiter(SqlTokenBuckets(store)),
-        express_publisher=express_publisher,
+    # The applications' policies are read again every 2 s of the clock (the default).
+    return build_engine(
+        Settings(**values), store, publisher, clock, express_publisher=express_publisher
     )
 
 

@@ -48,10 +48,11 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.api.openapi import openapi_document
 from clock_server.api.tokens import load_tokens
 from clock_server.metrics import Metrics
+from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
@@ -135,7 +136,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     settings_ = Settings(
         payload_max_bytes=1024, batch_max_items=20, list_max_limit=100, tokens=TOKENS
     )
-    services = Services(
+    services = build_services(
         settings_,
         AlarmStore(db),
         SettableClock(),

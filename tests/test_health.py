@@ -12,24 +12,31 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.api.health_routes import loop_states
 from clock_server.deadline import Deadline
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.loop import StepLoop, Waker
 from clock_server.metrics import Metrics
 from clock_server.model import AMQP, PULL, WEBHOOK, ApplicationPolicy
+from clock_server.runtime.build_api import build_services
+from clock_server.runtime.build_engine import build_engine
 from clock_server.runtime.ipc import STATUS_LOOP, EngineStatusFile
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
-from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import open_database
 from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 STALL_MS = Settings().loop_stall_ms  # 60 s
-ENGINE_LOOPS = {"clock-preload", "clock-ring", "clock-liveness"}
+ENGINE_LOOPS = {
+    "clock-preload",
+    "clock-ring",
+    "clock-liveness",
+    "clock-dead-letters",
+    "clock-webhook-answers",
+}
 
 
 class LoopSet:
@@ -48,7 +55,7 @@ def probe_client(
     publisher: InMemoryPublisher | EngineStatusFile | None = None,
     loops: LoopSet | AlarmEngine | EngineStatusFile | None = None,
 ) -> FlaskClient:
-    services = Services(Settings(), store, clock, Metrics(), publisher=publisher, loops=loops)
+    services = build_services(Settings(), store, clock, Metrics(), publisher=publisher, loops=loops)
     return create_app(services).test_client()
 
 
@@ -196,13 +203,12 @@ def engine_with_registry(
     store: AlarmStore, fake_clock: SettableClock
 ) -> Iterator[tuple[AlarmEngine, HangingRegistry]]:
     registry = HangingRegistry(store)
-    engine = AlarmEngine(
+    engine = build_engine(
         Settings(instance_id="probed", ring_lanes=1),
-        SqlClaimStore(store),
-        registry,
+        store,
         InMemoryPublisher(),
         fake_clock,
-        Metrics(),
+        registry=registry,
     )
     try:
         yield engine, registry

@@ -12,8 +12,9 @@ from pathlib import Path
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.metrics import Metrics
+from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_database
@@ -69,13 +70,13 @@ def test_a_broker_down_shows_as_zero(api) -> None:
 
 
 def test_a_server_without_an_engine_has_no_broker_value(store: AlarmStore) -> None:
-    services = Services(Settings(run_engine=False), store, SettableClock(), Metrics())
+    services = build_services(Settings(run_engine=False), store, SettableClock(), Metrics())
     assert math.isnan(scrape(create_app(services).test_client())["clock_broker_up"])
 
 
 def test_a_database_down_shows_as_zero_and_the_engines_as_unknown(tmp_path: Path) -> None:
     store = AlarmStore(open_database(f"sqlite:///{tmp_path / 'missing' / 'clock.db'}"))
-    services = Services(Settings(), store, SettableClock(), Metrics())
+    services = build_services(Settings(), store, SettableClock(), Metrics())
     values = scrape(create_app(services).test_client())
     store.close()
     assert values["clock_database_up"] == 0.0

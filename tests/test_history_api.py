@@ -11,16 +11,15 @@ from sqlalchemy import func, select
 
 from clock_client import AlarmEvent, ClockClient
 from clock_client import NotFound as ClientNotFound
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.api.tokens import load_tokens
-from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.metrics import Metrics
 from clock_server.model import NOT_CONFIRMED
+from clock_server.runtime.build_api import build_services
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store import events as events_store
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.claims import SqlClaimStore
-from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.schema import event_table
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import serve_wsgi, settle
@@ -40,7 +39,7 @@ class Harness:
     def __init__(self, store: AlarmStore, clock: SettableClock, tokens: str = TOKENS) -> None:
         self.publisher = InMemoryPublisher()
         settings = Settings(tokens=tokens, retry_base_s=1, retry_cap_s=8, retry_max=3)
-        services = Services(
+        services = build_services(
             settings,
             store,
             clock,
@@ -52,14 +51,7 @@ class Harness:
         self.client = self.app.test_client()
         self.store = store
         self.clock = clock
-        self.engine = AlarmEngine(
-            settings,
-            SqlClaimStore(store),
-            SqlEngineRegistry(store),
-            self.publisher,
-            clock,
-            Metrics(),
-        )
+        self.engine = build_engine(settings, store, self.publisher, clock)
 
     def call(self, method: str, url: str, token: str | None, **kwargs: Any) -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token else {}

@@ -6,13 +6,10 @@ import contextlib
 import json
 
 from clock_server.deadline import Deadline
-from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.lead import MARGIN_MS, LockLead
-from clock_server.metrics import Metrics
 from clock_server.model import NewAlarm
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
-from clock_server.store.claims import SqlClaimStore
-from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 from .support import drive, settle
@@ -82,9 +79,7 @@ def _ring_after_a_slow_lock(store, clock: SettableClock, lead_max_ms: int) -> li
     and a lane that locked ahead publishes when the clock reaches the alarm's moment."""
     publisher = InMemoryPublisher()
     settings = Settings(instance_id="slow", ring_lead_ms=5, ring_lead_max_ms=lead_max_ms)
-    engine = AlarmEngine(
-        settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, clock, Metrics()
-    )
+    engine = build_engine(settings, store, publisher, clock)
     engine.ringer.batches.claims = _SlowLocks(engine.ringer.batches.claims, clock, 30)
     now = clock.now_ms()
     store.create_many([NewAlarm("app", f"first{lead_max_ms}", "p", now, None)], now)
@@ -121,9 +116,7 @@ def test_with_the_lead_held_at_its_floor_a_slow_lock_makes_alarms_late(store, fa
 
 def test_a_ring_thread_woken_late_raises_the_lead_as_a_slow_lock_does(store, fake_clock, publisher):
     settings = Settings(instance_id="late", ring_lanes=1, ring_lead_ms=5, ring_lead_max_ms=50)
-    engine = AlarmEngine(
-        settings, SqlClaimStore(store), SqlEngineRegistry(store), publisher, fake_clock, Metrics()
-    )
+    engine = build_engine(settings, store, publisher, fake_clock)
     assert engine.metrics.registry.get_sample_value("clock_ring_lead_ms") == 5
     now = fake_clock.now_ms()
     store.create(NewAlarm("app", "late", "p", now + 1_000, None), now)

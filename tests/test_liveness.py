@@ -9,11 +9,10 @@ import pytest
 from clock_server.deadline import Deadline
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.errors import Unavailable
-from clock_server.metrics import Metrics
 from clock_server.model import NewAlarm
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.claims import SqlClaimStore
 from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
@@ -27,14 +26,7 @@ def make(store: AlarmStore, clock: SettableClock, name: str) -> AlarmEngine:
     settings = Settings(instance_id=name, ring_lanes=1, ring_lead_ms=0, claim_batch=100)
     assert settings.heartbeat_s * 1000 == HEARTBEAT_MS  # the defaults are what is tested
     assert settings.engine_dead_after_s * 1000 == DEAD_AFTER_MS
-    return AlarmEngine(
-        settings,
-        SqlClaimStore(store),
-        SqlEngineRegistry(store),
-        InMemoryPublisher(),
-        clock,
-        Metrics(),
-    )
+    return build_engine(settings, store, InMemoryPublisher(), clock)
 
 
 def sent_ids(engine: AlarmEngine) -> list[int]:
@@ -105,13 +97,8 @@ def test_an_engine_whose_beats_failed_gives_the_others_time_to_beat_before_judgi
 ):
     start = fake_clock.now_ms()
     registry = CutOffRegistry(store)
-    judge = AlarmEngine(
-        Settings(instance_id="judge"),
-        SqlClaimStore(store),
-        registry,
-        InMemoryPublisher(),
-        fake_clock,
-        Metrics(),
+    judge = build_engine(
+        Settings(instance_id="judge"), store, InMemoryPublisher(), fake_clock, registry=registry
     )
     judge.liveness.run_once()
     other = registry.register("other", 30_000, start)

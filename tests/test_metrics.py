@@ -16,17 +16,13 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import delete
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.broker.amqp_publisher import AmqpPublisher
-from clock_server.engine.alarm_engine import AlarmEngine
-from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.metrics import Metrics
+from clock_server.runtime.build_api import build_services
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.claims import SqlClaimStore
-from clock_server.store.dead_letters import SqlDeadLetterOutbox
-from clock_server.store.engine_registry import SqlEngineRegistry
-from clock_server.store.purge import SqlJobLease
 from clock_server.store.schema import dead_letter_table, job_lease_table
 from clock_server.testing import InMemoryDeadLetterPublisher, SettableClock
 from tests.support import AMQP_URL, Cluster, settle, unique
@@ -127,7 +123,7 @@ def test_metrics_after_a_known_sequence_count_each_application_exactly(
     with store.db.begin() as conn:
         conn.execute(delete(dead_letter_table))
         conn.execute(delete(job_lease_table))
-    client = create_app(Services(Settings(), store, fake_clock, metrics)).test_client()
+    client = create_app(build_services(Settings(), store, fake_clock, metrics)).test_client()
     ring = AmqpPublisher(
         AMQP_URL,
         exchange=routed_exchange,
@@ -135,23 +131,17 @@ def test_metrics_after_a_known_sequence_count_each_application_exactly(
         observe_confirm=metrics.confirm_latency.observe,
     )
     ring.start()
-    engine = AlarmEngine(
-        Settings(retry_max=0, instance_id="metrics"),
-        SqlClaimStore(store, dead_letters=True),
-        SqlEngineRegistry(store),
+    settings = Settings(retry_max=0, instance_id="metrics")
+    engine = build_engine(
+        settings,
+        store,
         ring,
         fake_clock,
         metrics,
+        dead_letter_publisher=InMemoryDeadLetterPublisher(),
     )
-    relay = DeadLetterRelay(
-        SqlDeadLetterOutbox(store),
-        SqlJobLease(store),
-        InMemoryDeadLetterPublisher(),
-        fake_clock,
-        metrics,
-        owner="metrics",
-        publish_timeout_s=5,
-    )
+    relay = engine.dead_letters
+    assert relay is not None
     try:
         assert ring.wait_healthy(10)
         due = fake_clock.now_ms() + 1_000

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.api.tokens import load_tokens
 from clock_server.metrics import Metrics
 from clock_server.model import NewAlarm
+from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
@@ -68,7 +69,7 @@ def test_lateness_of_the_latest_rings_within_the_window(store: AlarmStore):
 
 def test_the_overview_needs_a_token_of_every_application(store: AlarmStore):
     tokens = f"{ADMIN}=*; {READER}=*:read; {ORDERS}=orders"
-    services = Services(
+    services = build_services(
         Settings(tokens=tokens),
         store,
         SettableClock(NOW),

@@ -14,12 +14,11 @@ import pytest
 
 from clock_server.engine.alarm_engine import WAKE_MARGIN_MS, AlarmEngine
 from clock_server.engine.loop import StepLoop
-from clock_server.metrics import Metrics
 from clock_server.model import Claim, NewAlarm
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 INTERVAL_MS = 1_000
@@ -64,14 +63,7 @@ def engine(store: AlarmStore, fake_clock: SettableClock) -> AlarmEngine:
         ring_lanes=1,
         ring_lead_ms=0,
     )
-    built = AlarmEngine(
-        settings,
-        SqlClaimStore(store),
-        SqlEngineRegistry(store),
-        InMemoryPublisher(),
-        fake_clock,
-        Metrics(),
-    )
+    built = build_engine(settings, store, InMemoryPublisher(), fake_clock)
     built.preloader.claims = RecordingClaims(store)
     return built
 
@@ -138,14 +130,7 @@ def test_an_alarm_below_the_floor_that_nobody_announced_waits_at_most_one_interv
 
 def test_claims_given_back_by_a_full_heap_are_looked_for_from_the_start(store, fake_clock):
     settings = Settings(claim_batch=3, heap_size=4, ring_lanes=1, ring_lead_ms=0)
-    engine = AlarmEngine(
-        settings,
-        SqlClaimStore(store),
-        SqlEngineRegistry(store),
-        InMemoryPublisher(),
-        fake_clock,
-        Metrics(),
-    )
+    engine = build_engine(settings, store, InMemoryPublisher(), fake_clock)
     engine.preloader.claims = RecordingClaims(store)
     add_due(store, fake_clock, 6, 3_000)
     while engine.preloader.run_once() == 0.0:

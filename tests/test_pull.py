@@ -12,7 +12,7 @@ import orjson
 import pytest
 from sqlalchemy import delete
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.api.long_polls import LongPollSlots
 from clock_server.api.tokens import load_tokens
 from clock_server.delivery.webhook_sender import HttpWebhookSender
@@ -21,12 +21,12 @@ from clock_server.engine.maintenance import Maintenance
 from clock_server.errors import RateLimited
 from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy, NewAlarm
+from clock_server.runtime.build_api import build_services
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
-from clock_server.store.claims import SqlClaimStore
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
-from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue
 from clock_server.store.schema import dead_letter_table
@@ -64,7 +64,7 @@ class Harness:
         self.settings = Settings(tokens=TOKENS, pull_poll_ms=10, ring_lead_ms=0, ring_lead_max_ms=0)
         self.metrics = Metrics()
         self.publisher = InMemoryPublisher()
-        services = Services(
+        services = build_services(
             self.settings,
             store,
             clock,
@@ -79,13 +79,11 @@ class Harness:
         self.check = OpenApiChecker(self.client.get("/openapi.json").get_json())
 
     def make_engine(self) -> AlarmEngine:
-        return AlarmEngine(
+        return build_engine(
             self.settings,
-            SqlClaimStore(self.store),
-            SqlEngineRegistry(self.store),
+            self.store,
             self.publisher,
             self.clock,
-            Metrics(),
             # Read once: the registry is as the test configured it before stepping.
             policies=CachedPolicies(self.registry.all, self.clock.now_ms, POLICIES_FOREVER_MS),
             webhook_sender=HttpWebhookSender(allow_private=True),

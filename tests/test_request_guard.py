@@ -13,10 +13,10 @@ import pytest
 
 from clock_server.api.app import create_app
 from clock_server.api.request_guard import BODY_LIMITS, HostNames, served_hosts, split_host
-from clock_server.api.services import Services
 from clock_server.api.tokens import TokenTable, load_tokens
 from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
+from clock_server.runtime.build_api import build_services
 from clock_server.runtime.serve import serve
 from clock_server.settings import Settings
 from clock_server.store import migrate
@@ -37,7 +37,7 @@ class Edge:
     def __init__(self, store: AlarmStore, clock: SettableClock, **settings: Any) -> None:
         self.settings = Settings(**settings)
         tokens = load_tokens(self.settings.tokens, self.settings.tokens_file)
-        services = Services(
+        services = build_services(
             self.settings, store, clock, Metrics(), publisher=InMemoryPublisher(), tokens=tokens
         )
         self.client = create_app(services).test_client()

@@ -17,18 +17,18 @@ import standardwebhooks
 from clock_client import ClockClient, WebhookVerificationError, verify_webhook
 from clock_client import ValidationError as ClientValidationError
 from clock_client.webhooks import verify
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.api.tokens import load_tokens
 from clock_server.deadline import Deadline
 from clock_server.delivery.webhook_sender import HttpWebhookSender
-from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.metrics import Metrics
 from clock_server.model import Claim, NewAlarm
+from clock_server.runtime.build_api import build_services
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
-from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.history import AlarmHistory
 from clock_server.store.secret_box import SecretBox
 from clock_server.testing import InMemoryPublisher, SettableClock
@@ -56,7 +56,7 @@ class Harness:
         self.settings = Settings(
             tokens=TOKENS, webhook_allow_private=True, **{**defaults, **settings}
         )
-        services = Services(
+        services = build_services(
             self.settings,
             store,
             clock,
@@ -68,13 +68,11 @@ class Harness:
         self.app = services
         self.store = store
         self.clock = clock
-        self.engine = AlarmEngine(
+        self.engine = build_engine(
             self.settings,
-            SqlClaimStore(store),
-            SqlEngineRegistry(store),
+            store,
             self.publisher,
             clock,
-            Metrics(),
             policies=CachedPolicies(self.registry(store).all, clock.now_ms, 0),
             webhook_sender=HttpWebhookSender(allow_private=True),
         )
@@ -226,7 +224,7 @@ def test_private_targets_are_refused_unless_the_server_allows_them(
 ):
     settings = Settings(tokens=TOKENS)  # CLOCK_WEBHOOK_ALLOW_PRIVATE off, the default
     tokens = load_tokens(settings.tokens, "")
-    services = Services(settings, store, fake_clock, Metrics(), tokens=tokens)
+    services = build_services(settings, store, fake_clock, Metrics(), tokens=tokens)
     client = create_app(services).test_client()
     for url in ("http://127.0.0.1:8080/x", "http://10.0.0.7/x", "http://169.254.169.254/x"):
         refused = client.put(

@@ -10,7 +10,6 @@ from typing import Generic, Protocol, TypeVar
 from clock_server.api.admission import Admission
 from clock_server.api.long_polls import LongPollSlots
 from clock_server.api.tokens import LiveTokens, TokenTable
-from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
 from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
@@ -21,8 +20,7 @@ from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.group_commit import GroupCommit
 from clock_server.store.history import AlarmHistory
 from clock_server.store.interventions import AlarmInterventions
-from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
-from clock_server.store.secret_box import SecretBox
+from clock_server.store.rate_buckets import SharedRateLimiter
 from clock_server.timesource import Clock
 
 
@@ -70,57 +68,29 @@ class Recent(Generic[T]):
 
 @dataclass
 class Services:
-    """Everything a request handler uses."""
+    """Everything a request handler uses, built by `clock_server.runtime.build_api`."""
 
     settings: Settings
     store: AlarmStore
     clock: Clock
     metrics: Metrics
+    single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]]
+    history: AlarmHistory  # each alarm's events
+    interventions: AlarmInterventions  # re-drive, bulk actions
+    counts: AlarmCounts  # counting on count-triggered alarms
+    applications: SqlApplicationRegistry
+    policies: CachedPolicies  # the registry as of a few seconds ago
+    limiter: SharedRateLimiter  # creation rates, service-wide
+    admission: Admission  # registration and limits at creation
+    engines: SqlEngineRegistry  # for clock_live_engines
+    long_polls: LongPollSlots  # how many long polls wait at once
     engine: DueNotifier | None = None  # None when this process runs no engine
     publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
     # The tokens, or those in force now where CLOCK_TOKENS_FILE is reloaded; empty: off.
     tokens: TokenTable | LiveTokens = field(default_factory=TokenTable)
     loops: LoopSource | None = None  # the engine's loops, here or in the engine process
-    single_creates: GroupCommit[tuple[NewAlarm, int], tuple[Alarm, bool]] = field(init=False)
-    history: AlarmHistory = field(init=False)  # each alarm's events
-    interventions: AlarmInterventions = field(init=False)  # re-drive, bulk actions
-    counts: AlarmCounts = field(init=False)  # counting on count-triggered alarms
-    applications: SqlApplicationRegistry = field(init=False)
-    policies: CachedPolicies = field(init=False)  # the registry as of a few seconds ago
-    limiter: SharedRateLimiter = field(init=False)  # creation rates, service-wide
-    admission: Admission = field(init=False)  # registration and limits at creation
-    engines: SqlEngineRegistry = field(init=False)  # for clock_live_engines
     # clock_pending_alarms counts every pending alarm, seconds of work on millions of them:
     # read at most every PENDING_COUNTS_MS by each process, however often it is scraped.
     pending_counts: Recent[dict[str, int]] = field(
         default_factory=lambda: Recent(PENDING_COUNTS_MS)
     )
-
-    def __post_init__(self) -> None:
-        self.history = AlarmHistory(self.store)
-        self.interventions = AlarmInterventions(self.store)
-        self.counts = AlarmCounts(self.store)
-        box = SecretBox.from_setting(self.settings.secret_keys)
-        self.applications = SqlApplicationRegistry(self.store, box)
-        self.engines = SqlEngineRegistry(self.store)
-        self.policies = CachedPolicies(
-            self.applications.all,
-            self.clock.now_ms,
-            int(self.settings.application_refresh_s * 1000),
-        )
-        self.limiter = SharedRateLimiter(SqlTokenBuckets(self.store))
-        self.long_polls = LongPollSlots(self.settings.http_threads)
-        self.admission = Admission(
-            self.settings,
-            self.store,
-            self.applications,
-            self.policies,
-            self.limiter,
-            self.clock,
-            self.metrics,
-        )
-        self.single_creates = GroupCommit(
-            self.store.create_each,
-            lambda request: self.store.create(*request),
-            shared_errors=(Unavailable,),
-        )

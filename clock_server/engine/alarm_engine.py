@@ -3,39 +3,28 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from clock_server.broker.publisher import Publisher
 from clock_server.deadline import Deadline
-from clock_server.delivery.sender_port import WebhookSender
-from clock_server.engine.backoff import RetryPolicy
-from clock_server.engine.channels import Channels
 from clock_server.engine.dead_letter_relay import DeadLetterRelay
-from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.heap import ClaimHeap
-from clock_server.engine.lead import LockLead
 from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
 from clock_server.engine.preloader import Preloader
-from clock_server.engine.ring_batch import BatchRinger
 from clock_server.engine.ringer import EXPRESS_LANES, Ringer
 from clock_server.engine.webhook_recorder import WebhookRecorder
 from clock_server.engine.webhooks import WebhookDispatcher
 from clock_server.metrics import Metrics
 from clock_server.model import Claim
 from clock_server.settings import Settings
-from clock_server.store.ports import (
-    ApplicationPolicies,
-    ClaimStore,
-    EngineRegistry,
-    RateLimiter,
-)
+from clock_server.store.ports import ClaimStore
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
 
 WAKE_MARGIN_MS = 500
-# An application with at most this many alarms due rings in an express lane beside a backlog.
-FEW_DUE = 50
 
 
 def wake_horizon_ms(settings: Settings) -> int:
@@ -46,142 +35,64 @@ def wake_horizon_ms(settings: Settings) -> int:
     return min(settings.preload_window_ms, int(settings.preload_interval_s * 1000) + WAKE_MARGIN_MS)
 
 
+@dataclass(frozen=True)
+class Wakers:
+    """The wake-up of each of the engine's loops."""
+
+    preload: Waker
+    ring: Waker
+    liveness: Waker
+    dead_letters: Waker
+    webhook_answers: Waker
+
+
+@dataclass(frozen=True)
+class EngineParts:
+    """What an engine is made of, built by `clock_server.runtime.build_engine`: the loops
+    (preload, ring, liveness, and the dead-letter relay's and webhook answers' when there are
+    those) and the parts they step. Without `webhooks` no application takes the webhook or
+    pull channel; without `dead_letters` dead alarms are not published."""
+
+    publisher: Publisher
+    claims: ClaimStore
+    heap: ClaimHeap
+    wakers: Wakers
+    liveness: Liveness
+    preloader: Preloader
+    ringer: Ringer
+    loops: Sequence[StepLoop]
+    webhooks: WebhookDispatcher | None = None
+    webhook_recorder: WebhookRecorder | None = None
+    dead_letters: DeadLetterRelay | None = None
+
+
 class AlarmEngine:
     """Claims alarms as they come within the window and rings them when due.
 
-    Constructing it does nothing; start() starts both loops, stop() hands everything back.
+    Constructing it does nothing; start() starts its loops, stop() hands everything back.
     """
 
     def __init__(
-        self,
-        settings: Settings,
-        claims: ClaimStore,
-        registry: EngineRegistry,
-        publisher: Publisher,
-        clock: Clock,
-        metrics: Metrics,
-        policies: ApplicationPolicies | None = None,
-        limiter: RateLimiter | None = None,
-        express_publisher: Publisher | None = None,
-        dead_letters: DeadLetterRelay | None = None,
-        webhook_sender: WebhookSender | None = None,
+        self, settings: Settings, clock: Clock, metrics: Metrics, parts: EngineParts
     ) -> None:
-        """Without `policies` and `limiter` no application has delivery limits or retry
-        policies of its own; without `express_publisher` the express ring lane publishes
-        on `publisher` too; with `dead_letters`, a loop of its own runs the dead-letter
-        relay, woken whenever a ring batch has marked alarms dead. With `policies` and
-        `webhook_sender`, applications may take the webhook and pull channels."""
         self.settings = settings
         self.clock = clock
         self.metrics = metrics
-        self.publisher = publisher
-        self.claims = claims
-        self.heap = ClaimHeap(settings.heap_size)
-        self.preload_waker = Waker(clock)
-        self.ring_waker = Waker(clock)
-        self.liveness_waker = Waker(clock)
-        self.dead_letter_waker = Waker(clock)
-        self.dead_letters = dead_letters
-        self.liveness = Liveness(
-            registry,
-            claims,
-            self.heap,
-            clock,
-            metrics,
-            instance_id=settings.instance_id,
-            lease_ms=settings.lease_ms,
-            heartbeat_s=settings.heartbeat_s,
-            dead_after_s=settings.engine_dead_after_s,
-            on_claims_returned=self._claims_returned,
-        )
-        self.preloader = Preloader(
-            claims,
-            self.heap,
-            clock,
-            self.ring_waker,
-            metrics,
-            self.liveness.claiming,
-            window_ms=settings.preload_window_ms,
-            interval_s=settings.preload_interval_s,
-            lease_ms=settings.lease_ms,
-            batch=settings.claim_batch,
-        )
-        retry = RetryPolicy(
-            base_ms=int(settings.retry_base_s * 1000),
-            cap_ms=int(settings.retry_cap_s * 1000),
-            max_retries=settings.retry_max,
-        )
-        gate = None
-        if policies is not None and limiter is not None:
-            gate = DeliveryGate(policies, limiter, retry, metrics)
-        on_dead = self.dead_letter_waker.wake if dead_letters is not None else None
-        self.webhooks: WebhookDispatcher | None = None
-        self.webhook_recorder: WebhookRecorder | None = None
-        self.webhook_waker = Waker(clock)
-        channels = None
-        if policies is not None and webhook_sender is not None:
-            self.webhook_recorder = WebhookRecorder(
-                claims,
-                clock,
-                metrics,
-                gate.retry_for if gate is not None else (lambda _application: retry),
-                on_answer=self.webhook_waker.wake,
-                on_dead=on_dead,
-            )
-            self.webhooks = WebhookDispatcher(
-                webhook_sender,
-                self.webhook_recorder,
-                policies,
-                clock,
-                timeout_s=settings.webhook_timeout_s,
-                max_in_flight=settings.webhook_max_in_flight,
-                on_room=self.ring_waker.wake,
-            )
-            channels = Channels(policies, self.webhooks)
-        batches = BatchRinger(
-            claims,
-            self.heap,
-            publisher,
-            clock,
-            metrics,
-            retry,
-            LockLead(settings.ring_lead_ms, settings.ring_lead_max_ms),
-            publish_timeout_s=settings.publish_timeout_s,
-            few_due=FEW_DUE,
-            on_pushed_back=self.ring_waker.wake,
-            # Gathering is locking ahead too: off with it.
-            gather_ms=settings.ring_gather_ms if settings.ring_lead_ms > 0 else 0,
-            express_publisher=express_publisher,
-            gate=gate,
-            channels=channels,
-            on_dead=on_dead,
-        )
-        self.ringer = Ringer(
-            batches,
-            batch=settings.ring_batch,
-            lanes=settings.ring_lanes,
-            on_lane_free=self.ring_waker.wake,
-            hold_in_heap_ms=settings.preload_window_ms,
-        )
-        self._preload_loop = StepLoop("clock-preload", self.preloader.run_once, self.preload_waker)
-        self._ring_loop = StepLoop("clock-ring", self.ringer.run_once, self.ring_waker)
-        self._liveness_loop = StepLoop(
-            "clock-liveness",
-            self.liveness.run_once,
-            self.liveness_waker,
-            error_pause_s=settings.heartbeat_s,
-        )
-        self._loops = [self._preload_loop, self._ring_loop, self._liveness_loop]
-        if dead_letters is not None:
-            self._loops.append(
-                StepLoop("clock-dead-letters", dead_letters.run_once, self.dead_letter_waker)
-            )
-        if self.webhook_recorder is not None:
-            self._loops.append(
-                StepLoop(
-                    "clock-webhook-answers", self.webhook_recorder.run_once, self.webhook_waker
-                )
-            )
+        self.publisher = parts.publisher
+        self.claims = parts.claims
+        self.heap = parts.heap
+        self.preload_waker = parts.wakers.preload
+        self.ring_waker = parts.wakers.ring
+        self.liveness_waker = parts.wakers.liveness
+        self.dead_letter_waker = parts.wakers.dead_letters
+        self.webhook_waker = parts.wakers.webhook_answers
+        self.dead_letters = parts.dead_letters
+        self.liveness = parts.liveness
+        self.preloader = parts.preloader
+        self.webhooks = parts.webhooks
+        self.webhook_recorder = parts.webhook_recorder
+        self.ringer = parts.ringer
+        self._loops = list(parts.loops)
         self._started = False
         self._gave_back = False
         self._wake_horizon_ms = wake_horizon_ms(settings)
@@ -218,12 +129,6 @@ class AlarmEngine:
             return
         self.preloader.rescan()
         self.preload_waker.wake_by(due_ms - WAKE_MARGIN_MS)
-
-    def _claims_returned(self) -> None:
-        """Alarms became due that the preloader's next pass may not see: it scans from the
-        start, now."""
-        self.preloader.rescan()
-        self.preload_waker.wake()
 
     def stop(self, deadline: Deadline) -> None:
         """Stop claiming, give back what the heap holds, and let the ring batches in flight

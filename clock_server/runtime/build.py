@@ -1,34 +1,32 @@
-"""Building every part of one service instance from its settings; nothing starts here."""
+"""The composition root: every part of one service instance built from its settings, the
+engine's by `build_engine` and the API's by `build_api`; nothing starts here."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
-from clock_server.api import Services, create_app
+from clock_server.api import create_app
 from clock_server.api.services import DueNotifier, HealthSource, LoopSource
 from clock_server.api.tokens import LiveTokens, TokenTable, load_tokens
 from clock_server.broker.amqp_publisher import AmqpPublisher
-from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
+from clock_server.broker.publisher import DeadLetterPublisher, Publisher
 from clock_server.deadline import Deadline
-from clock_server.delivery.webhook_sender import HttpWebhookSender
+from clock_server.delivery.sender_port import WebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
-from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.maintenance import Maintenance, RetentionPurge
 from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
+from clock_server.runtime.build_api import build_services
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
-from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import open_database
-from clock_server.store.dead_letters import SqlDeadLetterOutbox
-from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
-from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.store.secret_box import SecretBox
 from clock_server.store.stored_secrets import StoredSecrets
 from clock_server.timesource import Clock, SystemClock
@@ -43,6 +41,12 @@ WsgiApp = Callable[..., Iterable[bytes]]
 RING_BATCH_SHARE = 0.7
 
 
+class StartingPublisher(Publisher, Protocol):
+    """A publisher that connects when started (AmqpPublisher, or the in-memory twin)."""
+
+    def start(self) -> None: ...
+
+
 @dataclass
 class Runtime:
     """One service instance: the HTTP app and, unless disabled, the engine and its publisher."""
@@ -51,9 +55,9 @@ class Runtime:
     store: AlarmStore
     app: WsgiApp | None  # None in the engine process of a multi-process server
     engine: AlarmEngine | None
-    publisher: AmqpPublisher | None
+    publisher: StartingPublisher | None
     maintenance: Maintenance
-    express_publisher: AmqpPublisher | None = None
+    express_publisher: StartingPublisher | None = None
 
     def start(self) -> None:
         for publisher in (self.publisher, self.express_publisher):
@@ -85,58 +89,113 @@ def build(
     clock: Clock | None = None,
     serve_http: bool = True,
     tokens: TokenTable | LiveTokens | None = None,
+    *,
+    publisher: StartingPublisher | None = None,
+    express_publisher: StartingPublisher | None = None,
+    webhook_sender: WebhookSender | None = None,
+    dead_letter_publisher: DeadLetterPublisher | None = None,
 ) -> Runtime:
     """Create every part from `settings`; nothing starts until Runtime.start(). The tokens
-    are read from the settings' CLOCK_TOKENS or CLOCK_TOKENS_FILE unless given."""
-    clock = clock or SystemClock()
+    are read from the settings' CLOCK_TOKENS or CLOCK_TOKENS_FILE unless given. The
+    database is the settings' (migrated first with CLOCK_MIGRATE_ON_START); see `compose`
+    for the other parts that may be given."""
     if tokens is None and serve_http:
         tokens = load_tokens(settings.tokens, settings.tokens_file)
-    db = open_database(settings.database_url, settings.db_pool_size)
-    store = AlarmStore(db)
+    store = open_store(settings)
+    return compose(
+        settings,
+        store,
+        clock or SystemClock(),
+        serve_http=serve_http,
+        tokens=tokens,
+        publisher=publisher,
+        express_publisher=express_publisher,
+        webhook_sender=webhook_sender,
+        dead_letter_publisher=dead_letter_publisher,
+    )
+
+
+def open_store(settings: Settings) -> AlarmStore:
+    """The store on the settings' database, migrated with CLOCK_MIGRATE_ON_START; refuses a
+    database whose webhook secrets CLOCK_SECRET_KEYS cannot open."""
+    store = AlarmStore(open_database(settings.database_url, settings.db_pool_size))
     if settings.migrate_on_start:
-        migrate.upgrade(db)
-    box = SecretBox.from_setting(settings.secret_keys)
-    check_secrets_open(StoredSecrets(store, box))
+        migrate.upgrade(store.db)
+    check_secrets_open(StoredSecrets(store, SecretBox.from_setting(settings.secret_keys)))
+    return store
+
+
+def compose(
+    settings: Settings,
+    store: AlarmStore,
+    clock: Clock,
+    *,
+    serve_http: bool = True,
+    tokens: TokenTable | LiveTokens | None = None,
+    publisher: StartingPublisher | None = None,
+    express_publisher: StartingPublisher | None = None,
+    webhook_sender: WebhookSender | None = None,
+    dead_letter_publisher: DeadLetterPublisher | None = None,
+) -> Runtime:
+    """Every part on an open `store`, as the server wires them: the engine (unless
+    CLOCK_RUN_ENGINE is off), the HTTP app (with `serve_http`), maintenance.
+
+    By default the engine publishes by AMQP to the settings' broker, on two connections
+    (the express lanes' apart); given a `publisher` (the in-memory twin in tests), the
+    express lanes use `express_publisher`, or `publisher` too. The webhook sender and the
+    dead-letter publisher are the HTTP and AMQP ones unless given (see `build_engine`)."""
+    if tokens is None and serve_http:
+        tokens = load_tokens(settings.tokens, settings.tokens_file)
     metrics = Metrics()
-    publisher = express_publisher = engine = app = None
-    if settings.run_engine:
-        publisher, express_publisher = (
-            AmqpPublisher(
-                settings.amqp_url,
-                exchange=settings.exchange,
-                declare_queues=settings.declare_queues,
-                queue_prefix=settings.queue_prefix,
-                queue_type=settings.queue_type,
-                name=name,
-                observe_confirm=metrics.confirm_latency.observe,
-                ca_file=settings.amqp_ca_file,
-            )
-            for name in ("clock-publisher", "clock-publisher-express")
-        )
-        policies = CachedPolicies(
-            SqlApplicationRegistry(store, box).all,
-            clock.now_ms,
-            int(settings.application_refresh_s * 1000),
-        )
-        engine = AlarmEngine(
+    engine = app = None
+    if not settings.run_engine:
+        publisher = express_publisher = None
+    else:
+        if publisher is None:
+            publisher, express_publisher = amqp_publishers(settings, metrics)
+        engine = build_engine(
             settings,
-            SqlClaimStore(store, dead_letters=bool(settings.dead_letter_exchange)),
-            SqlEngineRegistry(store),
+            store,
             publisher,
             clock,
             metrics,
-            policies,
-            SharedRateLimiter(SqlTokenBuckets(store)),
-            express_publisher,
-            dead_letter_relay(settings, store, clock, metrics),
-            HttpWebhookSender(allow_private=settings.webhook_allow_private),
+            express_publisher=express_publisher,
+            webhook_sender=webhook_sender,
+            dead_letter_publisher=dead_letter_publisher,
         )
     if serve_http:
-        assert tokens is not None
-        services = Services(
+        services = build_services(
             settings, store, clock, metrics, engine, publisher, tokens, loops=engine
         )
         app = create_app(services)
+    maintenance = build_maintenance(settings, store, clock, metrics)
+    return Runtime(settings, store, app, engine, publisher, maintenance, express_publisher)
+
+
+def amqp_publishers(settings: Settings, metrics: Metrics) -> tuple[AmqpPublisher, AmqpPublisher]:
+    """The ring lanes' publisher and the express lanes', each on its own connection to the
+    settings' broker."""
+    first, express = (
+        AmqpPublisher(
+            settings.amqp_url,
+            exchange=settings.exchange,
+            declare_queues=settings.declare_queues,
+            queue_prefix=settings.queue_prefix,
+            queue_type=settings.queue_type,
+            name=name,
+            observe_confirm=metrics.confirm_latency.observe,
+            ca_file=settings.amqp_ca_file,
+        )
+        for name in ("clock-publisher", "clock-publisher-express")
+    )
+    return first, express
+
+
+def build_maintenance(
+    settings: Settings, store: AlarmStore, clock: Clock, metrics: Metrics
+) -> Maintenance:
+    """The periodic jobs: the backlog gauge, the requeue of pull messages, the retention
+    purge."""
     purge = RetentionPurge(
         SqlFinishedAlarmPurger(store),
         SqlJobLease(store),
@@ -147,8 +206,7 @@ def build(
         interval_s=settings.purge_interval_s,
         batch=settings.purge_batch,
     )
-    maintenance = Maintenance(store, clock, metrics, purge=purge, requeue=SqlPullRequeue(store))
-    return Runtime(settings, store, app, engine, publisher, maintenance, express_publisher)
+    return Maintenance(store, clock, metrics, purge=purge, requeue=SqlPullRequeue(store))
 
 
 def check_secrets_open(secrets: StoredSecrets) -> None:
@@ -165,25 +223,6 @@ def check_secrets_open(secrets: StoredSecrets) -> None:
         )
 
 
-def dead_letter_relay(
-    settings: Settings, store: AlarmStore, clock: Clock, metrics: Metrics
-) -> DeadLetterRelay | None:
-    """The relay of dead letters to CLOCK_DEAD_LETTER_EXCHANGE; None when that is empty."""
-    if not settings.dead_letter_exchange:
-        return None
-    return DeadLetterRelay(
-        SqlDeadLetterOutbox(store),
-        SqlJobLease(store),
-        AmqpDeadLetterPublisher(
-            settings.amqp_url, settings.dead_letter_exchange, ca_file=settings.amqp_ca_file
-        ),
-        clock,
-        metrics,
-        owner=settings.instance_id,
-        publish_timeout_s=settings.publish_timeout_s,
-    )
-
-
 def build_web(
     settings: Settings,
     notifier: DueNotifier,
@@ -197,7 +236,7 @@ def build_web(
     if tokens is None:
         tokens = load_tokens(settings.tokens, settings.tokens_file)
     store = AlarmStore(open_database(settings.database_url, settings.db_pool_size))
-    services = Services(
+    services = build_services(
         settings, store, SystemClock(), Metrics(), notifier, broker, tokens, loops=loops
     )
     return create_app(services), store

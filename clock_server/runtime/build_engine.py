@@ -1,0 +1,288 @@
+"""Building the engine: its ports on the store and the broker, then the parts its loops step.
+Nothing starts here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
+from clock_server.broker.publisher import DeadLetterPublisher, Publisher
+from clock_server.delivery.sender_port import WebhookSender
+from clock_server.delivery.webhook_sender import HttpWebhookSender
+from clock_server.engine.alarm_engine import AlarmEngine, EngineParts, Wakers
+from clock_server.engine.backoff import RetryPolicy
+from clock_server.engine.channels import Channels
+from clock_server.engine.dead_letter_relay import DeadLetterRelay
+from clock_server.engine.delivery_gate import DeliveryGate
+from clock_server.engine.heap import ClaimHeap
+from clock_server.engine.lead import LockLead
+from clock_server.engine.liveness import Liveness
+from clock_server.engine.loop import StepLoop, Waker
+from clock_server.engine.preloader import Preloader
+from clock_server.engine.ring_batch import BatchRinger
+from clock_server.engine.ringer import Ringer
+from clock_server.engine.webhook_recorder import WebhookRecorder
+from clock_server.engine.webhooks import WebhookDispatcher
+from clock_server.metrics import Metrics
+from clock_server.settings import Settings
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
+from clock_server.store.claims import SqlClaimStore
+from clock_server.store.dead_letters import SqlDeadLetterOutbox
+from clock_server.store.engine_registry import SqlEngineRegistry
+from clock_server.store.ports import ApplicationPolicies, ClaimStore, EngineRegistry
+from clock_server.store.purge import SqlJobLease
+from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
+from clock_server.store.secret_box import SecretBox
+from clock_server.timesource import Clock
+
+# An application with at most this many alarms due rings in an express lane beside a backlog.
+FEW_DUE = 50
+
+
+@dataclass(frozen=True)
+class EnginePorts:
+    """What the engine reaches outside itself: the store's interfaces, the publishers and
+    the webhook sender. Without `webhook_sender` no application may take the webhook and
+    pull channels; without `dead_letters` dead alarms are not published."""
+
+    claims: ClaimStore
+    registry: EngineRegistry
+    publisher: Publisher
+    express_publisher: Publisher | None
+    policies: ApplicationPolicies
+    limiter: SharedRateLimiter
+    webhook_sender: WebhookSender | None
+    dead_letters: DeadLetterRelay | None
+
+
+def build_engine(
+    settings: Settings,
+    store: AlarmStore,
+    publisher: Publisher,
+    clock: Clock,
+    metrics: Metrics | None = None,
+    *,
+    express_publisher: Publisher | None = None,
+    webhook_sender: WebhookSender | None = None,
+    dead_letter_publisher: DeadLetterPublisher | None = None,
+    registry: EngineRegistry | None = None,
+    policies: ApplicationPolicies | None = None,
+) -> AlarmEngine:
+    """The engine on `store`, ringing on `publisher` (and its express lanes on
+    `express_publisher`, by default `publisher` too), wired as the server wires it.
+
+    By default the webhook calls go out by HTTP (`HttpWebhookSender`), the dead letters to
+    the settings' dead-letter exchange by AMQP (none when CLOCK_DEAD_LETTER_EXCHANGE is
+    empty), the registry of live engines and the applications' policies (read again every
+    CLOCK_APPLICATION_REFRESH_S) are those of `store`; each may be given instead."""
+    metrics = metrics or Metrics()
+    if policies is None:
+        box = SecretBox.from_setting(settings.secret_keys)
+        refresh_ms = int(settings.application_refresh_s * 1000)
+        policies = CachedPolicies(SqlApplicationRegistry(store, box).all, clock.now_ms, refresh_ms)
+    ports = EnginePorts(
+        claims=SqlClaimStore(store, dead_letters=bool(settings.dead_letter_exchange)),
+        registry=registry or SqlEngineRegistry(store),
+        publisher=publisher,
+        express_publisher=express_publisher,
+        policies=policies,
+        limiter=SharedRateLimiter(SqlTokenBuckets(store)),
+        webhook_sender=webhook_sender
+        or HttpWebhookSender(allow_private=settings.webhook_allow_private),
+        dead_letters=dead_letter_relay(settings, store, clock, metrics, dead_letter_publisher),
+    )
+    return engine_of(settings, ports, clock, metrics)
+
+
+def dead_letter_relay(
+    settings: Settings,
+    store: AlarmStore,
+    clock: Clock,
+    metrics: Metrics,
+    publisher: DeadLetterPublisher | None = None,
+) -> DeadLetterRelay | None:
+    """The relay of dead letters to CLOCK_DEAD_LETTER_EXCHANGE, publishing on `publisher`
+    (by default by AMQP to the settings' broker); None when that exchange is empty."""
+    if not settings.dead_letter_exchange:
+        return None
+    return DeadLetterRelay(
+        SqlDeadLetterOutbox(store),
+        SqlJobLease(store),
+        publisher
+        or AmqpDeadLetterPublisher(
+            settings.amqp_url, settings.dead_letter_exchange, ca_file=settings.amqp_ca_file
+        ),
+        clock,
+        metrics,
+        owner=settings.instance_id,
+        publish_timeout_s=settings.publish_timeout_s,
+    )
+
+
+def engine_of(
+    settings: Settings, ports: EnginePorts, clock: Clock, metrics: Metrics
+) -> AlarmEngine:
+    """The engine's parts around one heap, reaching outside only through `ports`."""
+    heap = ClaimHeap(settings.heap_size)
+    wakers = Wakers(*(Waker(clock) for _ in range(5)))
+
+    def claims_returned() -> None:
+        """Alarms became due that the preloader's next pass may not see: it scans from the
+        start, now."""
+        preloader.rescan()
+        wakers.preload.wake()
+
+    liveness = Liveness(
+        ports.registry,
+        ports.claims,
+        heap,
+        clock,
+        metrics,
+        instance_id=settings.instance_id,
+        lease_ms=settings.lease_ms,
+        heartbeat_s=settings.heartbeat_s,
+        dead_after_s=settings.engine_dead_after_s,
+        on_claims_returned=claims_returned,
+    )
+    preloader = Preloader(
+        ports.claims,
+        heap,
+        clock,
+        wakers.ring,
+        metrics,
+        liveness.claiming,
+        window_ms=settings.preload_window_ms,
+        interval_s=settings.preload_interval_s,
+        lease_ms=settings.lease_ms,
+        batch=settings.claim_batch,
+    )
+    retry = RetryPolicy(
+        base_ms=int(settings.retry_base_s * 1000),
+        cap_ms=int(settings.retry_cap_s * 1000),
+        max_retries=settings.retry_max,
+    )
+    gate = DeliveryGate(ports.policies, ports.limiter, retry, metrics)
+    on_dead = wakers.dead_letters.wake if ports.dead_letters is not None else None
+    webhooks = webhook_parts(settings, ports, clock, metrics, gate, wakers, on_dead)
+    channels = Channels(ports.policies, webhooks[1]) if webhooks is not None else None
+    ringer = ring_parts(
+        settings, ports, heap, clock, metrics, retry, gate, channels, wakers.ring, on_dead
+    )
+    parts = EngineParts(
+        publisher=ports.publisher,
+        claims=ports.claims,
+        heap=heap,
+        wakers=wakers,
+        liveness=liveness,
+        preloader=preloader,
+        ringer=ringer,
+        loops=[],
+        webhooks=webhooks[1] if webhooks is not None else None,
+        webhook_recorder=webhooks[0] if webhooks is not None else None,
+        dead_letters=ports.dead_letters,
+    )
+    loops = engine_loops(settings, parts)
+    return AlarmEngine(settings, clock, metrics, replace(parts, loops=loops))
+
+
+def webhook_parts(
+    settings: Settings,
+    ports: EnginePorts,
+    clock: Clock,
+    metrics: Metrics,
+    gate: DeliveryGate,
+    wakers: Wakers,
+    on_dead: Callable[[], None] | None,
+) -> tuple[WebhookRecorder, WebhookDispatcher] | None:
+    """The webhook calls' dispatcher and the recorder of their answers; None without a
+    webhook sender."""
+    if ports.webhook_sender is None:
+        return None
+    recorder = WebhookRecorder(
+        ports.claims,
+        clock,
+        metrics,
+        gate.retry_for,
+        on_answer=wakers.webhook_answers.wake,
+        on_dead=on_dead,
+    )
+    dispatcher = WebhookDispatcher(
+        ports.webhook_sender,
+        recorder,
+        ports.policies,
+        clock,
+        timeout_s=settings.webhook_timeout_s,
+        max_in_flight=settings.webhook_max_in_flight,
+        on_room=wakers.ring.wake,
+    )
+    return recorder, dispatcher
+
+
+def ring_parts(
+    settings: Settings,
+    ports: EnginePorts,
+    heap: ClaimHeap,
+    clock: Clock,
+    metrics: Metrics,
+    retry: RetryPolicy,
+    gate: DeliveryGate | None,
+    channels: Channels | None,
+    ring_waker: Waker,
+    on_dead: Callable[[], None] | None,
+) -> Ringer:
+    """The ring path: the ring loop's `Ringer` and the ring batches it hands to its lanes,
+    which share one lock-ahead (`LockLead`)."""
+    batches = BatchRinger(
+        ports.claims,
+        heap,
+        ports.publisher,
+        clock,
+        metrics,
+        retry,
+        LockLead(settings.ring_lead_ms, settings.ring_lead_max_ms),
+        publish_timeout_s=settings.publish_timeout_s,
+        few_due=FEW_DUE,
+        on_pushed_back=ring_waker.wake,
+        # Gathering is locking ahead too: off with it.
+        gather_ms=settings.ring_gather_ms if settings.ring_lead_ms > 0 else 0,
+        express_publisher=ports.express_publisher,
+        gate=gate,
+        channels=channels,
+        on_dead=on_dead,
+    )
+    return Ringer(
+        batches,
+        batch=settings.ring_batch,
+        lanes=settings.ring_lanes,
+        on_lane_free=ring_waker.wake,
+        hold_in_heap_ms=settings.preload_window_ms,
+    )
+
+
+def engine_loops(settings: Settings, parts: EngineParts) -> list[StepLoop]:
+    """A thread-loop for each part that steps: preload, ring, liveness, and the dead-letter
+    relay's and the webhook answers' when there are those."""
+    wakers = parts.wakers
+    loops = [
+        StepLoop("clock-preload", parts.preloader.run_once, wakers.preload),
+        StepLoop("clock-ring", parts.ringer.run_once, wakers.ring),
+        StepLoop(
+            "clock-liveness",
+            parts.liveness.run_once,
+            wakers.liveness,
+            error_pause_s=settings.heartbeat_s,
+        ),
+    ]
+    if parts.dead_letters is not None:
+        loops.append(
+            StepLoop("clock-dead-letters", parts.dead_letters.run_once, wakers.dead_letters)
+        )
+    if parts.webhook_recorder is not None:
+        loops.append(
+            StepLoop(
+                "clock-webhook-answers", parts.webhook_recorder.run_once, wakers.webhook_answers
+            )
+        )
+    return loops
