@@ -4,25 +4,18 @@ through GET /v1/alarms/{application}/{business_id}/events and the SDK. On SQLite
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
 from clock_client import AlarmEvent, ClockClient
 from clock_client import NotFound as ClientNotFound
-from clock_server.api import create_app
-from clock_server.api.tokens import load_tokens
-from clock_server.metrics import Metrics
 from clock_server.model import NOT_CONFIRMED
-from clock_server.runtime.build_api import build_services
-from clock_server.runtime.build_engine import build_engine
-from clock_server.settings import Settings
 from clock_server.store import events as events_store
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.schema import event_table
-from clock_server.testing import InMemoryPublisher, SettableClock
-from tests.support import serve_wsgi, settle
+from clock_server.testing import SettableClock
+from tests.harness import ServiceHarness
 from tests.test_api import OpenApiChecker
 
 NOW = 1_700_000_000_000
@@ -33,33 +26,11 @@ TOKENS = f"{BILLING}=billing; {OTHER}=other; {ADMIN}=*"
 EVENTS = "/v1/alarms/{application}/{business_id}/events"
 
 
-class Harness:
-    """The API with tokens, and an engine, on one store, publisher and fake clock."""
+class Harness(ServiceHarness):
+    """The service harness with tokens of billing, other and an admin."""
 
     def __init__(self, store: AlarmStore, clock: SettableClock, tokens: str = TOKENS) -> None:
-        self.publisher = InMemoryPublisher()
-        settings = Settings(tokens=tokens, retry_base_s=1, retry_cap_s=8, retry_max=3)
-        services = build_services(
-            settings,
-            store,
-            clock,
-            Metrics(),
-            publisher=self.publisher,
-            tokens=load_tokens(settings.tokens, ""),
-        )
-        self.app = create_app(services)
-        self.client = self.app.test_client()
-        self.store = store
-        self.clock = clock
-        self.engine = build_engine(settings, store, self.publisher, clock)
-
-    def call(self, method: str, url: str, token: str | None, **kwargs: Any) -> Any:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return self.client.open(url, method=method, headers=headers, **kwargs)
-
-    def step(self) -> None:
-        self.engine.preloader.run_once()
-        settle(self.engine, self.clock)
+        super().__init__(store, clock, tokens, retry_base_s=1, retry_cap_s=8, retry_max=3)
 
 
 @pytest.fixture
@@ -74,7 +45,7 @@ def server(harness: Harness) -> Iterator[str]:
 
 def serve(harness: Harness) -> Iterator[str]:
     """The harness's app on a real HTTP server, for the SDK: its base URL until closed."""
-    yield from serve_wsgi(harness.app)
+    yield from harness.serve()
 
 
 def test_created_moved_failed_twice_then_rung_reads_in_order(harness: Harness, server: str):

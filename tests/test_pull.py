@@ -12,26 +12,19 @@ import orjson
 import pytest
 from sqlalchemy import delete
 
-from clock_server.api import create_app
 from clock_server.api.long_polls import LongPollSlots
-from clock_server.api.tokens import load_tokens
-from clock_server.delivery.webhook_sender import HttpWebhookSender
-from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.maintenance import Maintenance
 from clock_server.errors import RateLimited
-from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy, NewAlarm
-from clock_server.runtime.build_api import build_services
-from clock_server.runtime.build_engine import build_engine
-from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
+from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue
 from clock_server.store.schema import dead_letter_table
-from clock_server.testing import InMemoryPublisher, SettableClock
-from tests.support import settle, unique
+from clock_server.testing import SettableClock
+from tests.harness import ServiceHarness
+from tests.support import unique
 from tests.test_api import OpenApiChecker
 
 NOW = 1_700_000_000_000
@@ -47,51 +40,29 @@ ACK = "/v1/applications/{application}/ack"
 POLICIES_FOREVER_MS = 10**12
 
 
-class Harness:
-    """The API with tokens and an engine on one store and fake clock, with `jobs` registered
-    on the pull channel (retry_max 2, a visibility timeout of VISIBILITY_MS)."""
+class Harness(ServiceHarness):
+    """The service harness with `jobs` registered on the pull channel (retry_max 2, a
+    visibility timeout of VISIBILITY_MS)."""
 
     def __init__(self, store: AlarmStore, clock: SettableClock, retry_max: int = 2) -> None:
-        self.store = store
-        self.clock = clock
-        registry = SqlApplicationRegistry(store)
         policy = ApplicationPolicy(
             name=APP, channel="pull", pull_visibility_s=VISIBILITY_MS / 1000, retry_max=retry_max
         )
-        registry.put(policy, clock.now_ms())
+        SqlApplicationRegistry(store).put(policy, clock.now_ms())
         # No lock-ahead: a ring lane holding SQLite's write lock while it sleeps on the fake
-        # clock would block the pulls of the same thread.
-        self.settings = Settings(tokens=TOKENS, pull_poll_ms=10, ring_lead_ms=0, ring_lead_max_ms=0)
-        self.metrics = Metrics()
-        self.publisher = InMemoryPublisher()
-        services = build_services(
-            self.settings,
+        # clock would block the pulls of the same thread. The engine reads the registry once:
+        # as the test configured it before stepping.
+        super().__init__(
             store,
             clock,
-            self.metrics,
-            publisher=self.publisher,
-            tokens=load_tokens(self.settings.tokens, ""),
+            TOKENS,
+            token=JOBS,
+            policies_refresh_ms=POLICIES_FOREVER_MS,
+            pull_poll_ms=10,
+            ring_lead_ms=0,
+            ring_lead_max_ms=0,
         )
-        self.app = create_app(services)
-        self.client = self.app.test_client()
-        self.registry = registry
-        self.engine = self.make_engine()
         self.check = OpenApiChecker(self.client.get("/openapi.json").get_json())
-
-    def make_engine(self) -> AlarmEngine:
-        return build_engine(
-            self.settings,
-            self.store,
-            self.publisher,
-            self.clock,
-            # Read once: the registry is as the test configured it before stepping.
-            policies=CachedPolicies(self.registry.all, self.clock.now_ms, POLICIES_FOREVER_MS),
-            webhook_sender=HttpWebhookSender(allow_private=True),
-        )
-
-    def call(self, method: str, url: str, token: str | None = JOBS, **kwargs: Any) -> Any:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return self.client.open(url, method=method, headers=headers, **kwargs)
 
     def create(self, business_id: str, target: int, **fields: Any) -> int:
         body = {"application": APP, "business_id": business_id, "payload": f"p-{business_id}",
@@ -99,11 +70,6 @@ class Harness:
         response = self.call("POST", "/v1/alarms", json=body)
         assert response.status_code == 201, response.get_json()
         return int(response.get_json()["id"])
-
-    def step(self) -> None:
-        """Everything the engine does at this instant of the fake clock."""
-        self.engine.preloader.run_once()
-        settle(self.engine, self.clock)
 
     def pull(self, token: str | None = JOBS, application: str = APP, **body: Any) -> Any:
         response = self.call("POST", f"/v1/applications/{application}/pull", token, json=body)

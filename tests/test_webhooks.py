@@ -20,18 +20,15 @@ from clock_client.webhooks import verify
 from clock_server.api import create_app
 from clock_server.api.tokens import load_tokens
 from clock_server.deadline import Deadline
-from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.metrics import Metrics
 from clock_server.model import Claim, NewAlarm
 from clock_server.runtime.build_api import build_services
-from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.history import AlarmHistory
-from clock_server.store.secret_box import SecretBox
-from clock_server.testing import InMemoryPublisher, SettableClock
+from clock_server.testing import SettableClock
+from tests.harness import ServiceHarness
 from tests.support import serve_wsgi, settle
 from tests.webhook_receiver import Answer, Received, Receiver, Wire, raw_receiving, receiving
 
@@ -47,42 +44,21 @@ HOOKS = "hooks-token-0123456789abcd"  # the application "hooks" only
 TOKENS = f"{ADMIN}=*; {HOOKS}=hooks"
 
 
-class Harness:
-    """The API and an engine with the webhook channel, on one store and fake clock."""
+class Harness(ServiceHarness):
+    """The service harness with the webhook channel: the engine reads the applications'
+    policies on every look, and may call webhooks on this host."""
 
     def __init__(self, store: AlarmStore, clock: SettableClock, **settings: Any) -> None:
-        self.publisher = InMemoryPublisher()
         defaults = {"retry_base_s": 1, "retry_cap_s": 8, "retry_max": 3}
-        self.settings = Settings(
-            tokens=TOKENS, webhook_allow_private=True, **{**defaults, **settings}
-        )
-        services = build_services(
-            self.settings,
+        super().__init__(
             store,
             clock,
-            Metrics(),
-            publisher=self.publisher,
-            tokens=load_tokens(self.settings.tokens, ""),
+            TOKENS,
+            token=ADMIN,
+            policies_refresh_ms=0,
+            webhook_allow_private=True,
+            **{**defaults, **settings},
         )
-        self.client = create_app(services).test_client()
-        self.app = services
-        self.store = store
-        self.clock = clock
-        self.engine = build_engine(
-            self.settings,
-            store,
-            self.publisher,
-            clock,
-            policies=CachedPolicies(self.registry(store).all, clock.now_ms, 0),
-            webhook_sender=HttpWebhookSender(allow_private=True),
-        )
-
-    def registry(self, store: AlarmStore) -> SqlApplicationRegistry:
-        return SqlApplicationRegistry(store, SecretBox.from_setting(self.settings.secret_keys))
-
-    def call(self, method: str, url: str, token: str | None = ADMIN, **kwargs: Any) -> Any:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return self.client.open(url, method=method, headers=headers, **kwargs)
 
     def configure(self, name: str, **settings: Any) -> dict[str, Any]:
         response = self.call("PATCH", f"/v1/applications/{name}", json=settings)
@@ -482,7 +458,7 @@ def test_the_sdk_configures_the_channel_and_reads_and_rotates_the_secret(
 ):
     h = harness
     t0 = h.clock.now_ms()
-    with contextmanager(serve_wsgi)(create_app(h.app)) as url, ClockClient(url, ADMIN) as client:
+    with contextmanager(serve_wsgi)(h.app) as url, ClockClient(url, ADMIN) as client:
         configured = client.configure("hooks", channel="webhook", webhook_url=receiver.url())
         assert (configured.channel, configured.webhook_url) == ("webhook", receiver.url())
         assert configured.webhook_secret_set and configured.settings["channel"] == "webhook"

@@ -25,6 +25,7 @@ from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_database
+from clock_server.store.ports import ApplicationPolicies
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
 from clock_server.store.secret_box import SecretBox
@@ -136,6 +137,7 @@ def compose(
     express_publisher: StartingPublisher | None = None,
     webhook_sender: WebhookSender | None = None,
     dead_letter_publisher: DeadLetterPublisher | None = None,
+    policies: ApplicationPolicies | None = None,
 ) -> Runtime:
     """Every part on an open `store`, as the server wires them: the engine (unless
     CLOCK_RUN_ENGINE is off), the HTTP app (with `serve_http`), maintenance.
@@ -143,7 +145,8 @@ def compose(
     By default the engine publishes by AMQP to the settings' broker, on two connections
     (the express lanes' apart); given a `publisher` (the in-memory twin in tests), the
     express lanes use `express_publisher`, or `publisher` too. The webhook sender and the
-    dead-letter publisher are the HTTP and AMQP ones unless given (see `build_engine`)."""
+    dead-letter publisher are the HTTP and AMQP ones unless given, and the applications'
+    policies as the engine reads them the store's (see `build_engine`)."""
     if tokens is None and serve_http:
         tokens = load_tokens(settings.tokens, settings.tokens_file)
     metrics = Metrics()
@@ -162,6 +165,7 @@ def compose(
             express_publisher=express_publisher,
             webhook_sender=webhook_sender,
             dead_letter_publisher=dead_letter_publisher,
+            policies=policies,
         )
     if serve_http:
         services = build_services(
