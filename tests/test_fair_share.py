@@ -11,8 +11,6 @@ import time
 import pytest
 
 from clock_server.engine.alarm_engine import AlarmEngine
-from clock_server.engine.preloader import BACKLOG_MS
-from clock_server.engine.ringer import BESIDE_BACKLOG_LANES, EXPRESS_LANES
 from clock_server.model import ApplicationPolicy, NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
@@ -119,13 +117,14 @@ def test_a_full_heap_claims_the_others_alarms_as_soon_as_its_backlog_begins(
     store, fake_clock, publisher, make_engine
 ):
     """quiet's alarms, due after the latest of burst's that fill the heap, are claimed when
-    the head is BACKLOG_MS overdue, not at the next interval: they would be late by then."""
+    the head is `tuning.backlog_ms` overdue, not at the next interval: they would be late
+    by then."""
     engine, now, quiet = burst_filling_the_heap(
         store, fake_clock, make_engine, [1_150 + 10 * i for i in range(5)]
     )
     fake_clock.set(now + 1_000)  # the head is due, not yet a backlog
-    assert engine.preloader.run_once() == pytest.approx((BACKLOG_MS + 1) / 1000)
-    fake_clock.set(now + 1_000 + BACKLOG_MS + 1)
+    assert engine.preloader.run_once() == pytest.approx((engine.tuning.backlog_ms + 1) / 1000)
+    fake_clock.set(now + 1_000 + engine.tuning.backlog_ms + 1)
     engine.preloader.run_once()
     assert engine.heap.held_per_application() == {"burst": 95, "quiet": 5}
     drive_with_preloads(engine, fake_clock, now + 3_000)
@@ -178,10 +177,9 @@ def test_with_every_lane_busy_an_application_with_few_due_rings_in_the_express_l
         assert engine.ringer.run_once() == 0.0
         assert engine.ringer.run_once() == pytest.approx(0.1)  # burst has many due: not express
         fake_clock.set(now + 1_100)
-        # quiet's first to an express lane; its second is due in 0.1 s
-        assert engine.ringer.run_once() == pytest.approx(0.1)
+        assert engine.ringer.run_once() == 0.0  # quiet's first to an express lane
         wait_until(lambda: len(publisher.published) == 1 and engine.ringer.in_flight == 2)
-        assert engine.ringer.run_once() == pytest.approx(0.1)
+        assert engine.ringer.run_once() == pytest.approx(0.1)  # its second is due in 0.1 s
     finally:
         publisher.release.set()
     drive(engine, fake_clock, now + 2_000)
@@ -200,10 +198,14 @@ def test_an_express_batch_waiting_for_its_confirms_does_not_hold_the_next(
     engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=2, ring_lead_ms=0)
     now = fake_clock.now_ms()
     create(store, now, "burst", [now + 1_000] * 1_000)
-    quiet = create(store, now, "quiet", [now + 1_000 + 100 * i for i in range(EXPRESS_LANES)])
+    quiet = create(
+        store, now, "quiet", [now + 1_000 + 100 * i for i in range(engine.tuning.express_lanes)]
+    )
     preload(engine)
     try:
-        for i in range(EXPRESS_LANES):  # each falls due while the ones before still wait
+        for i in range(
+            engine.tuning.express_lanes
+        ):  # each falls due while the ones before still wait
             fake_clock.set(now + 1_000 + 100 * i)
             engine.ringer.run_once()
             wait_until(lambda: publisher.holding == i + 1)  # noqa: B023 - waited on at once
@@ -248,14 +250,18 @@ def test_beside_a_backlog_few_due_wait_for_an_express_lane_not_in_a_backlogs_bat
     engine = engine_on(store, fake_clock, publisher, ring_batch=100, ring_lanes=2, ring_lead_ms=0)
     now = fake_clock.now_ms()
     create(store, now, "burst", [now + 1_000] * 1_000)
-    quiet = create(store, now, "quiet", [now + 1_000 + 100 * i for i in range(EXPRESS_LANES + 1)])
+    quiet = create(
+        store, now, "quiet", [now + 1_000 + 100 * i for i in range(engine.tuning.express_lanes + 1)]
+    )
     preload(engine)
     try:
-        for i in range(EXPRESS_LANES):
+        for i in range(engine.tuning.express_lanes):
             fake_clock.set(now + 1_000 + 100 * i)
             engine.ringer.run_once()
             wait_until(lambda: publisher.holding == i + 1)  # noqa: B023 - waited on at once
-        fake_clock.set(now + 1_000 + 100 * EXPRESS_LANES)  # quiet's last due, no express lane
+        fake_clock.set(
+            now + 1_000 + 100 * engine.tuning.express_lanes
+        )  # quiet's last due, no express lane
         deadline = time.monotonic() + 5
         while len(publisher.published_for("burst")) < 300:  # the lanes ring burst meanwhile
             assert time.monotonic() < deadline, "the lanes never rang burst"
@@ -323,7 +329,7 @@ def test_beside_other_applications_a_backlog_rings_in_fewer_lanes_at_once(
     try:
         for _ in range(6):
             engine.ringer.run_once()
-        busy = BESIDE_BACKLOG_LANES if beside else 4
+        busy = engine.tuning.beside_backlog_lanes if beside else 4
         assert engine.ringer.in_flight == busy
     finally:
         publisher.release.set()

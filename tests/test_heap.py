@@ -8,7 +8,8 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clock_server.engine.heap import ClaimHeap, few_beside_backlog
+from clock_server.engine.dispatch import Horizons
+from clock_server.engine.heap import ClaimHeap
 from clock_server.model import Claim
 
 claims = st.lists(
@@ -98,27 +99,6 @@ def test_pop_due_shares_a_backlog_between_applications(items, now_ms, limit):
                 assert len(got[other]) <= len(got[short]) + 1
 
 
-@given(mixed_claims, st.integers(0, 10_000), st.integers(1, 400), st.integers(0, 60))
-def test_pop_due_leaves_the_few_beside_a_backlog_to_the_express_lanes(items, now_ms, limit, few):
-    heap = ClaimHeap(1_000)
-    heap.push_many(items)
-    expected = ClaimHeap(1_000)
-    expected.push_many(items)
-    taken = heap.pop_due(now_ms, limit, leave_few=few)
-    due_of = {app: [c for c in items if c.application == app and c.due_ms <= now_ms]
-              for app in "abcd"}  # fmt: skip
-    left = few_beside_backlog({app: len(due) for app, due in due_of.items()}, few)
-    assert not any(c.application in left for c in taken)
-    if not left:  # no backlog: as without leave_few
-        assert sorted(taken) == sorted(expected.pop_due(now_ms, limit))
-    else:  # the rest as if the few had nothing due
-        others = [c for c in items if c.application not in left]
-        alone = ClaimHeap(1_000)
-        alone.push_many(others)
-        assert sorted(taken) == sorted(alone.pop_due(now_ms, limit))
-    assert sorted(heap.drain() + taken) == sorted(items)
-
-
 def test_a_backlog_of_one_application_leaves_room_for_another():
     heap = ClaimHeap(100_000)
     heap.push_many(Claim(1_000, alarm_id, 1, "burst") for alarm_id in range(1, 50_001))
@@ -131,59 +111,6 @@ def test_a_backlog_of_one_application_leaves_room_for_another():
     assert heap.next_due_ms() == 1_000
 
 
-@given(mixed_claims, st.integers(0, 10_000), st.integers(1, 400), st.integers(0, 60))
-def test_pop_few_takes_only_applications_with_few_due(items, now_ms, limit, few):
-    heap = ClaimHeap(1_000)
-    heap.push_many(items)
-    taken, next_ms = heap.pop_few(now_ms, limit, few)
-    due_of = {app: sorted(c for c in items if c.application == app and c.due_ms <= now_ms)
-              for app in "abcd"}  # fmt: skip
-    light = [app for app in "abcd" if len(due_of[app]) <= few]
-    assert len(taken) <= limit
-    assert all(c.due_ms <= now_ms and c.application in light for c in taken)
-    if sum(len(due_of[app]) for app in light) <= limit:
-        assert sorted(taken) == sorted(c for app in light for c in due_of[app])
-    rest = heap.drain()
-    assert sorted(rest + taken) == sorted(items)
-    left_light = [c.due_ms for c in rest if c.application in light]
-    assert next_ms == (min(left_light) if left_light else None)
-
-
-@given(mixed_claims, st.integers(0, 10_000), st.integers(0, 100), st.integers(1, 60))
-def test_pop_few_gathers_what_its_applications_have_due_soon_after(items, now_ms, gather, few):
-    heap = ClaimHeap(1_000)
-    heap.push_many(items)
-    taken, _ = heap.pop_few(now_ms, 1_000, few, gather_to_ms=now_ms + gather)
-    for app in "abcd":
-        own = sorted(c for c in items if c.application == app)
-        due = [c for c in own if c.due_ms <= now_ms]
-        expected = [c for c in own if c.due_ms <= now_ms + gather][:few] if due else []
-        if len(due) > few:
-            expected = []  # left whole, to the lanes
-        assert sorted(c for c in taken if c.application == app) == expected
-    rest = heap.drain()
-    assert sorted(rest + taken) == sorted(items)
-
-
-def test_pop_few_gathers_only_for_applications_with_something_due():
-    heap = ClaimHeap(1_000)
-    heap.push_many([Claim(1_000, 1, 1, "b"), Claim(1_030, 2, 1, "b"), Claim(1_060, 3, 1, "b")])
-    heap.push_many([Claim(1_010, 4, 1, "c")])  # nothing of c's due yet: not taken
-    taken, next_ms = heap.pop_few(1_000, 100, 50, gather_to_ms=1_050)
-    assert taken == [Claim(1_000, 1, 1, "b"), Claim(1_030, 2, 1, "b")]
-    assert next_ms == 1_010
-
-
-def test_pop_few_leaves_a_backlog_to_the_lanes():
-    heap = ClaimHeap(100_000)
-    heap.push_many(Claim(1_000, alarm_id, 1, "burst") for alarm_id in range(1, 5_001))
-    heap.push_many([Claim(1_500, 9_001, 1, "steady"), Claim(2_500, 9_002, 1, "steady")])
-    taken, next_ms = heap.pop_few(2_000, 1_000, 50)
-    assert taken == [Claim(1_500, 9_001, 1, "steady")]
-    assert next_ms == 2_500
-    assert len(heap) == 5_001
-
-
 def test_a_shared_push_displaces_the_latest_of_the_application_holding_most():
     heap = ClaimHeap(10)
     heap.push_many(Claim(1_000 + i, i, 1, "burst") for i in range(1, 9))
@@ -194,38 +121,6 @@ def test_a_shared_push_displaces_the_latest_of_the_application_holding_most():
     assert heap.push_many([Claim(9_002, 202, 1, "late")]).displaced == [
         Claim(9_002, 202, 1, "late")
     ]  # without sharing, the latest due is the one displaced
-
-
-def test_pop_few_beside_a_backlog_takes_nothing_without_one():
-    heap = ClaimHeap(1_000)
-    heap.push_many([Claim(1_000, 1, 1, "a"), Claim(1_000, 2, 1, "b")])
-    assert heap.pop_few(2_000, 100, 1, beside_backlog=True) == ([], None)
-    heap.push_many([Claim(1_000, 3, 1, "a")])  # a now has two due: more than few
-    assert heap.pop_few(2_000, 100, 1, beside_backlog=True) == ([Claim(1_000, 2, 1, "b")], None)
-    assert len(heap) == 2
-
-
-@given(st.dictionaries(st.sampled_from("abcd"), st.integers(0, 20)), st.integers(0, 10))
-def test_few_beside_a_backlog_are_the_light_applications_only_when_one_is_heavy(counts, few):
-    beside = few_beside_backlog(counts, few)
-    heavy = [app for app, count in counts.items() if count > few]
-    if heavy:
-        assert beside == {app for app, count in counts.items() if count <= few}
-    else:
-        assert beside == set()
-
-
-def test_a_capped_application_gives_at_most_its_cap_and_keeps_the_rest():
-    heap = ClaimHeap(100)
-    heap.push_many([Claim(10 + i, i, 0, "hooks") for i in range(10)])
-    heap.push_many([Claim(10 + i, 100 + i, 0, "other") for i in range(3)])
-    taken = heap.pop_due(100, 50, caps={"hooks": 4})
-    assert sorted(c.id for c in taken if c.application == "hooks") == [0, 1, 2, 3]
-    assert sorted(c.id for c in taken if c.application == "other") == [100, 101, 102]
-    assert len(heap) == 6 and heap.pop_due(100, 50, caps={"hooks": 0}) == []
-    assert heap.next_due_ms() == 14 and heap.next_due_ms(skip={"hooks"}) is None
-    heap.push_many([Claim(50, 200, 0, "other")])
-    assert heap.next_due_ms(skip={"hooks"}) == 50
 
 
 def test_claims_held_are_not_followed_by_the_garbage_collector():
@@ -243,16 +138,6 @@ def test_claims_held_are_not_followed_by_the_garbage_collector():
     assert all(type(claim) is Claim for claim in popped)
 
 
-def test_a_backlog_beside_others_is_more_than_a_batch_due_while_another_application_waits():
-    heap = ClaimHeap(capacity=100)
-    heap.push_many(Claim(1_000, i, 1, "burst") for i in range(20))
-    assert not heap.backlog_beside_others(1_000, 10)  # one application: a drain alone
-    heap.push_many([Claim(1_500, 99, 1, "quiet")])
-    assert heap.backlog_beside_others(1_000, 10)
-    assert not heap.backlog_beside_others(1_000, 20)  # no more due than a batch
-    assert not heap.backlog_beside_others(999, 10)  # nothing due yet
-
-
 def test_a_backlog_whose_neighbours_are_not_due_yet_is_taken_earliest_first():
     heap = ClaimHeap(capacity=100)
     heap.push_many(Claim(1_000 + i, i, 1, "burst") for i in range(50))
@@ -264,3 +149,37 @@ def test_a_backlog_whose_neighbours_are_not_due_yet_is_taken_earliest_first():
         Claim(1_020, 20, 1, "burst"),
         Claim(1_020, 98, 1, "late"),
     ]
+
+
+@given(mixed_claims, st.integers(0, 10_000), st.integers(0, 100), st.integers(0, 400))
+def test_the_view_counts_each_applications_claims_due_by_each_horizon(items, now_ms, a, b):
+    heap = ClaimHeap(1_000)
+    heap.push_many(items)
+    view = heap.view(Horizons(now_ms, now_ms + a, now_ms + b))
+    for app in "abcd":
+        own = [c.due_ms for c in items if c.application == app]
+        if not own:
+            assert app not in view.earliest
+            continue
+        assert view.earliest[app] == min(own)
+        for counts, bound in ((view.due, now_ms), (view.gathered, now_ms + a),
+                              (view.gathered_express, now_ms + b)):  # fmt: skip
+            assert counts.get(app, 0) == sum(due <= bound for due in own)
+
+
+@given(
+    mixed_claims,
+    st.integers(0, 10_000),
+    st.dictionaries(st.sampled_from("abcde"), st.integers(0, 50)),
+)
+def test_take_removes_each_applications_earliest_due_and_nothing_not_due(items, now_ms, counts):
+    heap = ClaimHeap(1_000)
+    heap.push_many(items)
+    taken = heap.take(counts, now_ms)
+    for app in "abcde":
+        due = sorted(c for c in items if c.application == app and c.due_ms <= now_ms)
+        got = sorted(c for c in taken if c.application == app)
+        expected = due[: counts.get(app, 0)]
+        assert [c.due_ms for c in got] == [c.due_ms for c in expected]
+    assert all(c.due_ms <= now_ms for c in taken)
+    assert sorted(heap.drain() + taken) == sorted(items)

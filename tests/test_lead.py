@@ -6,7 +6,7 @@ import contextlib
 import json
 
 from clock_server.deadline import Deadline
-from clock_server.engine.lead import MARGIN_MS, LockLead
+from clock_server.engine.lead import LockLead
 from clock_server.model import NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
@@ -25,9 +25,9 @@ def test_the_lead_stays_at_its_floor_while_locks_come_quickly():
 def test_a_slow_lock_raises_the_lead_to_twice_the_wait_up_to_the_ceiling():
     lead = LockLead(5, 50)
     lead.observe(15)
-    assert lead.ms == 2 * 15 + MARGIN_MS
+    assert lead.ms == 2 * 15 + lead.margin_ms
     lead.observe(4)  # the slowest of the recent waits still counts
-    assert lead.ms == 2 * 15 + MARGIN_MS
+    assert lead.ms == 2 * 15 + lead.margin_ms
     lead.observe(400)
     assert lead.ms == 50
 
@@ -37,7 +37,7 @@ def test_the_lead_falls_back_once_the_slow_locks_are_out_of_the_window():
     lead.observe(20)
     for _ in range(9):
         lead.observe(1)
-    assert lead.ms == 2 * 20 + MARGIN_MS
+    assert lead.ms == 2 * 20 + lead.margin_ms
     lead.observe(1)
     assert lead.ms == 5
 
@@ -125,5 +125,8 @@ def test_a_ring_thread_woken_late_raises_the_lead_as_a_slow_lock_does(store, fak
     fake_clock.advance(995 + 20)  # ...but the thread got the CPU 20 ms after that
     assert engine.ringer.run_once() == 0.0
     assert len(publisher.published) == 1
-    assert engine.ringer.lead.ms == 2 * 20 + MARGIN_MS
-    assert engine.metrics.registry.get_sample_value("clock_ring_lead_ms") == 2 * 20 + MARGIN_MS
+    assert engine.ringer.lead.ms == 2 * 20 + engine.ringer.lead.margin_ms
+    assert (
+        engine.metrics.registry.get_sample_value("clock_ring_lead_ms")
+        == 2 * 20 + engine.ringer.lead.margin_ms
+    )

@@ -13,7 +13,7 @@ from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
 from clock_server.engine.preloader import Preloader
-from clock_server.engine.ringer import EXPRESS_LANES, Ringer
+from clock_server.engine.ringer import Ringer
 from clock_server.engine.webhook_recorder import WebhookRecorder
 from clock_server.engine.webhooks import WebhookDispatcher
 from clock_server.metrics import Metrics
@@ -92,6 +92,7 @@ class AlarmEngine:
         self.webhooks = parts.webhooks
         self.webhook_recorder = parts.webhook_recorder
         self.ringer = parts.ringer
+        self.tuning = parts.ringer.tuning
         self._loops = list(parts.loops)
         self._started = False
         self._gave_back = False
@@ -100,7 +101,7 @@ class AlarmEngine:
     def start(self) -> None:
         try:
             # a connection per lane and express lane, the preloader's, maintenance's
-            self.claims.connect_ahead(self.settings.ring_lanes + EXPRESS_LANES + 2)
+            self.claims.connect_ahead(self.tuning.connections + 2)
             self.liveness.join()
         except Exception as error:  # the loops connect and join when the database is back
             log.warning(

@@ -3,17 +3,13 @@ ring batch, or handed off to a webhook or to pullers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from clock_server.engine.webhook_recorder import WebhookCall
 from clock_server.engine.webhooks import WebhookDispatcher
-from clock_server.model import AMQP, PULL, WEBHOOK, ApplicationPolicy, Claim, RingRow
+from clock_server.model import PULL, WEBHOOK, ApplicationPolicy, Claim, RingRow
 from clock_server.store.ports import ApplicationPolicies, RingTransaction
-
-# How long an alarm whose application's webhook calls are all busy waits in the heap before
-# the ringer looks again for room.
-BUSY_WEBHOOK_WAIT_MS = 10
 
 
 class Route(NamedTuple):
@@ -28,17 +24,20 @@ class Channels:
     """Routes a ring batch's rows by their application's channel.
 
     An application on the webhook or pull channel has its alarms handed off by the ring batch
-    that finds them due: in its transaction they become `delivering` (`hand_off`), and after
-    the webhook calls start at once, under its row locks as a publish is. A pull application's
+    that finds them due (`hand_offs`): in its transaction they become `delivering`
+    (`hand_off`), each webhook call starting at its moment (`call`). A pull application's
     alarms then wait for its pullers (store.pulls).
 
     A ring batch reads its applications' routes (`routes`) before its transaction begins:
     reading the registry inside it would, on SQLite, wait for the very lock it holds.
     """
 
-    def __init__(self, policies: ApplicationPolicies, webhooks: WebhookDispatcher) -> None:
+    def __init__(
+        self, policies: ApplicationPolicies, webhooks: WebhookDispatcher, busy_wait_ms: int
+    ) -> None:
         self.policies = policies
         self.webhooks = webhooks
+        self.busy_wait_ms = busy_wait_ms  # `RingTuning.busy_webhook_wait_ms`
         # Set once a ring batch has met an application on the webhook channel: until then
         # the ring loop skips the per-pass work that only webhook applications need.
         self.webhooks_seen = False
@@ -73,9 +72,7 @@ class Channels:
                 room[application] -= 1
                 go.append(claim)
             else:
-                later.append(
-                    claim._replace(due_ms=max(claim.due_ms, now_ms) + BUSY_WEBHOOK_WAIT_MS)
-                )
+                later.append(claim._replace(due_ms=max(claim.due_ms, now_ms) + self.busy_wait_ms))
         return go, later
 
     def routes(self, applications: Iterable[str]) -> dict[str, Route]:
@@ -89,30 +86,19 @@ class Channels:
             routes[application] = Route(policy.channel, lease_ms, policy)
         return routes
 
-    @staticmethod
-    def split(rows: list[RingRow], routes: dict[str, Route]) -> tuple[list[RingRow], list[RingRow]]:
-        """The rows to publish to RabbitMQ, and those to hand off."""
-        if all(route.channel == AMQP for route in routes.values()):
-            return rows, []
-        published: list[RingRow] = []
-        handed: list[RingRow] = []
-        for row in rows:
-            (published if routes[row.application].channel == AMQP else handed).append(row)
-        return published, handed
-
     def call(
         self,
-        handed: Sequence[RingRow],
-        versions: dict[int, int],
-        routes: dict[str, Route],
+        handed: Sequence[tuple[RingRow, int]],
+        versions: Mapping[int, int],
+        routes: Mapping[str, Route],
     ) -> None:
-        """Start the webhook calls of `handed` now, at their due moment, while the ring batch
-        holds their rows: the answers are recorded once it has committed the hand-off (their
-        record waits on the rows' locks), and a cancel waiting on a lock sees the alarm
-        delivering."""
+        """Start the webhook calls of `handed`, each (row, moment) called at its moment,
+        never before, in its application's pool. The ring batch holds their rows meanwhile:
+        the answers are recorded once it has committed the hand-off (their record waits on
+        the rows' locks)."""
         calls = [
-            (WebhookCall(row, versions[row.id] + 1), routes[row.application].policy)
-            for row in handed
+            (WebhookCall(row, versions[row.id] + 1, at_ms), routes[row.application].policy)
+            for row, at_ms in handed
             if routes[row.application].channel == WEBHOOK
         ]
         if calls:
@@ -123,10 +109,10 @@ class Channels:
         tx: RingTransaction,
         handed: Sequence[tuple[RingRow, int]],
         now_ms: int,
-        routes: dict[str, Route],
+        routes: Mapping[str, Route],
     ) -> None:
-        """Mark each (row, handed at) delivering in the ring batch's transaction. A pull
-        message is ready from when it was handed; a webhook call's alarm is marked until its
+        """Mark each (row, moment) delivering in the ring batch's transaction. A pull message
+        is ready from its moment; a webhook call's alarm is marked until its moment, its
         timeout and a margin."""
         called: list[tuple[int, int]] = []
         ready: list[tuple[int, int]] = []

@@ -5,13 +5,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-MARGIN_MS = 2
-
 
 class LockLead:
     """The lead: at least `floor_ms`, and while locking is slow, twice the slowest of the last
     `window` waits from when a batch was to be taken off the heap until its rows were held (a
-    database busy with other work, or threads woken late on a busy machine), plus a margin;
+    database busy with other work, or threads woken late on a busy machine), plus
+    `margin_ms`;
     never more than `ceiling_ms`. Twice, because the next wait can be longer than any seen:
     under full API load, covering the slowest wait alone left the engine's p99 at 8 and 11 ms,
     twice it at 5 and 10, a fixed 30 ms at 3 and 4 (against 16-19 with a fixed 5).
@@ -23,8 +22,11 @@ class LockLead:
     locking ahead off altogether.
     """
 
-    def __init__(self, floor_ms: int, ceiling_ms: int, window: int = 100) -> None:
+    def __init__(
+        self, floor_ms: int, ceiling_ms: int, window: int = 100, margin_ms: int = 2
+    ) -> None:
         self.floor_ms = floor_ms
+        self.margin_ms = margin_ms
         self.ceiling_ms = max(ceiling_ms, floor_ms) if floor_ms > 0 else 0
         self._waits: deque[int] = deque(maxlen=window)
         self._lock = threading.Lock()
@@ -40,5 +42,5 @@ class LockLead:
         with self._lock:
             self._waits.append(wait_ms)
             slowest = max(self._waits)
-        self._ms = min(self.ceiling_ms, max(self.floor_ms, 2 * slowest + MARGIN_MS))
+        self._ms = min(self.ceiling_ms, max(self.floor_ms, 2 * slowest + self.margin_ms))
         return self._ms

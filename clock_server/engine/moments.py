@@ -6,30 +6,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from clock_server.broker.publisher import PendingBatch, Publisher, TimedBatch, TimedGroup
+from clock_server.broker.publisher import Publisher, TimedBatch, TimedGroup
 from clock_server.engine.messages import message_of
 from clock_server.model import OutgoingMessage, RingRow
 from clock_server.timesource import Clock
 
 Sent = tuple[list[RingRow], int, TimedBatch]  # rows, the moment they were for, their publish
-# Rows split by the connection that publishes them (BatchRinger._connections).
+# Rows split by the connection that publishes them (AmqpHandOff).
 Connections = Callable[[list[RingRow]], list[tuple[list[RingRow], Publisher]]]
-
-
-class SentNow:
-    """A publish the lane made at its moment, seen as a `TimedBatch`."""
-
-    def __init__(self, pending: PendingBatch, at_ms: int) -> None:
-        self._pending = pending
-        self.sent_at_ms: int | None = at_ms
-        self.too_late: list[int] = []
-
-    def wait(self, timeout_s: float) -> list[bool]:
-        return self._pending.wait(timeout_s)
-
-    @property
-    def refused(self) -> list[int]:
-        return self._pending.refused
 
 
 def hand_over(

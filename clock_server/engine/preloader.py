@@ -17,9 +17,6 @@ from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
 
-# A full heap whose head is this overdue holds a backlog: more is due than the engine rings.
-BACKLOG_MS = 100
-
 
 class Preloader:
     """Claims pending alarms due before now + window, earliest first, as far as the heap allows,
@@ -32,7 +29,7 @@ class Preloader:
     when the scan passed. So the floor is dropped after every wait, after claims are given
     back, on rescan(), and at the latest one interval after a scan from the start.
 
-    While the heap is full of a backlog (its head overdue by BACKLOG_MS), a pass instead
+    While the heap is full of a backlog (its head overdue by `backlog_ms`), a pass instead
     claims the due alarms of the applications that hold less than an equal part of the heap,
     each application's earliest first, and makes room for them by giving back the latest of
     the application holding the most: one application's backlog, however large, does not
@@ -53,8 +50,11 @@ class Preloader:
         interval_s: float,
         lease_ms: int,
         batch: int,
+        backlog_ms: int = 100,
     ) -> None:
+        """`backlog_ms`: `RingTuning.backlog_ms`."""
         self.claims = claims
+        self.backlog_ms = backlog_ms
         self.heap = heap
         self.clock = clock
         self.ring_waker = ring_waker
@@ -128,11 +128,11 @@ class Preloader:
         head_ms = self.heap.next_due_ms()
         if head_ms is None:
             return self.interval_s
-        return min(max(head_ms + BACKLOG_MS + 1 - now_ms, 1) / 1000, self.interval_s)
+        return min(max(head_ms + self.backlog_ms + 1 - now_ms, 1) / 1000, self.interval_s)
 
     def _backlogged(self, now_ms: int) -> bool:
         head_ms = self.heap.next_due_ms()
-        return head_ms is not None and head_ms < now_ms - BACKLOG_MS
+        return head_ms is not None and head_ms < now_ms - self.backlog_ms
 
     def _share(self, now_ms: int, horizon_ms: int) -> None:
         held = self.heap.held_per_application()

@@ -29,6 +29,7 @@ class WebhookCall(NamedTuple):
 
     row: RingRow
     version: int
+    at_ms: int = 0  # its moment: the call starts then, never before
 
 
 class Answer(NamedTuple):

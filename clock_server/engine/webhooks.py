@@ -150,6 +150,8 @@ class WebhookDispatcher:
 
     def _deliver(self, call: WebhookCall, policy: ApplicationPolicy) -> None:
         row = call.row
+        if call.at_ms > self.clock.now_ms():
+            self.clock.sleep_until(call.at_ms)
         now_ms = self.clock.now_ms()
         if row.latest_ring_at is not None and row.latest_ring_at < now_ms:
             self.recorder.add(Answer(call, now_ms, None))

@@ -20,8 +20,11 @@ from clock_server.engine.lead import LockLead
 from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
 from clock_server.engine.preloader import Preloader
+from clock_server.engine.hand_offs import AmqpHandOff, HandOffs, PullHandOff, WebhookHandOff
+from clock_server.engine.outcomes import Outcomes
 from clock_server.engine.ring_batch import BatchRinger
 from clock_server.engine.ringer import Ringer
+from clock_server.engine.tuning import RingTuning
 from clock_server.engine.webhook_recorder import WebhookRecorder
 from clock_server.engine.webhooks import WebhookDispatcher
 from clock_server.metrics import Metrics
@@ -36,9 +39,6 @@ from clock_server.store.purge import SqlJobLease
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.store.secret_box import SecretBox
 from clock_server.timesource import Clock
-
-# An application with at most this many alarms due rings in an express lane beside a backlog.
-FEW_DUE = 50
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,7 @@ def engine_of(
     settings: Settings, ports: EnginePorts, clock: Clock, metrics: Metrics
 ) -> AlarmEngine:
     """The engine's parts around one heap, reaching outside only through `ports`."""
+    tuning = RingTuning.from_settings(settings)
     heap = ClaimHeap(settings.heap_size)
     wakers = Wakers(*(Waker(clock) for _ in range(5)))
 
@@ -157,6 +158,7 @@ def engine_of(
         interval_s=settings.preload_interval_s,
         lease_ms=settings.lease_ms,
         batch=settings.claim_batch,
+        backlog_ms=tuning.backlog_ms,
     )
     retry = RetryPolicy(
         base_ms=int(settings.retry_base_s * 1000),
@@ -166,9 +168,21 @@ def engine_of(
     gate = DeliveryGate(ports.policies, ports.limiter, retry, metrics)
     on_dead = wakers.dead_letters.wake if ports.dead_letters is not None else None
     webhooks = webhook_parts(settings, ports, clock, metrics, gate, wakers, on_dead)
-    channels = Channels(ports.policies, webhooks[1]) if webhooks is not None else None
+    channels = None
+    if webhooks is not None:
+        channels = Channels(ports.policies, webhooks[1], tuning.busy_webhook_wait_ms)
     ringer = ring_parts(
-        settings, ports, heap, clock, metrics, retry, gate, channels, wakers.ring, on_dead
+        tuning,
+        ports,
+        heap,
+        clock,
+        metrics,
+        retry,
+        publish_timeout_s=settings.publish_timeout_s,
+        gate=gate,
+        channels=channels,
+        ring_waker=wakers.ring,
+        on_dead=on_dead,
     )
     parts = EngineParts(
         publisher=ports.publisher,
@@ -221,44 +235,45 @@ def webhook_parts(
 
 
 def ring_parts(
-    settings: Settings,
+    tuning: RingTuning,
     ports: EnginePorts,
     heap: ClaimHeap,
     clock: Clock,
     metrics: Metrics,
     retry: RetryPolicy,
+    *,
+    publish_timeout_s: float,
     gate: DeliveryGate | None,
     channels: Channels | None,
     ring_waker: Waker,
     on_dead: Callable[[], None] | None,
 ) -> Ringer:
-    """The ring path: the ring loop's `Ringer` and the ring batches it hands to its lanes,
-    which share one lock-ahead (`LockLead`)."""
+    """The ring path: the ring loop's `Ringer` (the dispatch policy carried out on its
+    lanes), the ring batches it hands to them, which share one lock-ahead (`LockLead`), each
+    channel's hand-off and the outcomes."""
+    publisher = ports.publisher
+    amqp = AmqpHandOff(publisher, ports.express_publisher or publisher, clock)
+    hand_offs = HandOffs(amqp)
+    if channels is not None:
+        hand_offs = HandOffs(amqp, WebhookHandOff(channels, clock), PullHandOff(channels, clock))
+    lead = LockLead(
+        tuning.lead_floor_ms, tuning.lead_ceiling_ms, tuning.lead_window, tuning.lead_margin_ms
+    )
     batches = BatchRinger(
         ports.claims,
         heap,
-        ports.publisher,
         clock,
         metrics,
-        retry,
-        LockLead(settings.ring_lead_ms, settings.ring_lead_max_ms),
-        publish_timeout_s=settings.publish_timeout_s,
-        few_due=FEW_DUE,
+        lead,
+        hand_offs,
+        Outcomes(clock, metrics, retry, gate),
+        tuning,
+        publish_timeout_s=publish_timeout_s,
         on_pushed_back=ring_waker.wake,
-        # Gathering is locking ahead too: off with it.
-        gather_ms=settings.ring_gather_ms if settings.ring_lead_ms > 0 else 0,
-        express_publisher=ports.express_publisher,
-        gate=gate,
         channels=channels,
         on_dead=on_dead,
     )
-    return Ringer(
-        batches,
-        batch=settings.ring_batch,
-        lanes=settings.ring_lanes,
-        on_lane_free=ring_waker.wake,
-        hold_in_heap_ms=settings.preload_window_ms,
-    )
+    return Ringer(batches, tuning, gate=gate, on_lane_free=ring_waker.wake)
 
 
 def engine_loops(settings: Settings, parts: EngineParts) -> list[StepLoop]:
