@@ -60,8 +60,9 @@ class Outcomes:
         retries_of: dict[str, RetryPolicy],
     ) -> int:
         """Mark each confirmed row rung, each refused one retried or dead and each of
-        `expired` expired; `handed` were given to a webhook or to pullers at a moment each
-        (their lateness is the engine's until then). Returns how many alarms died."""
+        `expired` expired; `handed` were given to a webhook or to pullers for a moment each
+        (their lateness is the engine's until then, or until now if later). Returns how many
+        alarms died."""
         now_ms = self.clock.now_ms()
         tx.mark_expired(sorted(row.id for row in expired), now_ms)
         rung: list[tuple[int, int]] = []
@@ -69,7 +70,10 @@ class Outcomes:
         dead: list[int] = []
         dead_of: list[str] = []
         retries: list[tuple[int, int]] = []
-        lateness_s = [self._lateness_ms(row, at_ms, due_at) / 1000 for row, at_ms in handed]
+        # A handed row is the channel's from its moment, or from now if that has passed.
+        lateness_s = [
+            self._lateness_ms(row, max(at_ms, now_ms), due_at) / 1000 for row, at_ms in handed
+        ]
         for rows, published_at, flags in confirmed:
             for row, ok in zip(rows, flags, strict=True):
                 if ok:
