@@ -127,6 +127,15 @@ RULES = [
         [(LANE, {"hooks": 4, "other": 3})],
     ),
     (
+        "a webhook application gathers nothing past the lead: a call waiting for its moment "
+        "would hold a place of its room",
+        view({"hooks": 3, "other": 3}, gathered={"hooks": 9, "other": 9}),
+        Busy(),
+        {"hooks": 40},
+        T,
+        [(LANE, {"hooks": 3, "other": 9})],
+    ),
+    (
         "a webhook application with no room takes nothing",
         view({"hooks": 30}),
         Busy(),

@@ -6,14 +6,11 @@ from __future__ import annotations
 import pytest
 
 from clock_server.delivery.webhook_sender import HttpWebhookSender
-from clock_server.engine.alarm_engine import AlarmEngine
-from clock_server.metrics import Metrics
 from clock_server.model import ApplicationPolicy, NewAlarm
+from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
-from clock_server.store.claims import SqlClaimStore
-from clock_server.store.engines import SqlEngineRegistry
 from clock_server.store.pulls import RetryLimits, SqlPullQueue
 from clock_server.testing import InMemoryPublisher, SettableClock
 
@@ -31,13 +28,11 @@ def test_a_gathered_pull_alarm_is_ready_at_its_moment(
     registry.put(ApplicationPolicy(name="orders"), clock.now_ms())
     settings = Settings(instance_id="pull", ring_lead_ms=5, ring_gather_ms=50)
     publisher = InMemoryPublisher()
-    engine = AlarmEngine(
+    engine = build_engine(
         settings,
-        SqlClaimStore(store),
-        SqlEngineRegistry(store),
+        store,
         publisher,
         clock,
-        Metrics(),
         policies=CachedPolicies(registry.all, clock.now_ms, 10**12),
         webhook_sender=HttpWebhookSender(allow_private=True),
     )

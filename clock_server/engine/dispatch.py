@@ -17,7 +17,8 @@ The rules, in words:
   lane of its kind stays free beside it, and the store locks rows, not the whole database.
 - Express batches publish on the express connection; so do the few rows of applications
   beside a backlog in a lane's batch.
-- A webhook application takes no more than its room for calls.
+- A webhook application takes no more than its room for calls, and nothing past the lead:
+  a call waiting for its moment would hold a place of that room.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def _lane_batch(
 ) -> Decision:
     """A lane's batch: a fair share of what is due by the gather horizon; with `leave_few`,
     beside a backlog, without the applications with few due (the express lanes' claims)."""
-    counts = _capped(view.gathered, room)
+    counts = _capped(_gathered(view.gathered, view.due, room), room)
     if leave_few and sum(view.gathered.values()) > tuning.few_due and len(view.earliest) > 1:
         left = few_beside_backlog(counts, tuning.few_due)
         counts = {app: count for app, count in counts.items() if app not in left}
@@ -192,7 +193,8 @@ def _express_batch(
     for app, due in view.due.items():
         if not 0 < due <= tuning.few_due or left <= 0:
             continue
-        count = min(max(view.gathered_express.get(app, 0), due), tuning.few_due, left)
+        gathered = due if app in room else max(view.gathered_express.get(app, 0), due)
+        count = min(gathered, tuning.few_due, left)
         count = min(count, room.get(app, count))
         if count > 0:
             take[app] = count
@@ -242,6 +244,17 @@ def _beside(take: Mapping[str, int], few: int) -> frozenset[str]:
     if sum(take.values()) <= few:
         return frozenset()
     return frozenset(few_beside_backlog(take, few))
+
+
+def _gathered(
+    gathered: Mapping[str, int], due: Mapping[str, int], room: Mapping[str, int]
+) -> Mapping[str, int]:
+    """What each application gives a batch: those due by the gather horizon, but a webhook
+    application (one with a `room`) only those due now: a call waiting for its moment would
+    hold a place of its room meanwhile."""
+    if not room:
+        return gathered
+    return {app: due.get(app, 0) if app in room else count for app, count in gathered.items()}
 
 
 def _capped(counts: Mapping[str, int], room: Mapping[str, int]) -> dict[str, int]:

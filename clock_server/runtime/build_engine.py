@@ -15,13 +15,13 @@ from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.channels import Channels
 from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.delivery_gate import DeliveryGate
+from clock_server.engine.hand_offs import AmqpHandOff, HandOffs, PullHandOff, WebhookHandOff
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.lead import LockLead
 from clock_server.engine.liveness import Liveness
 from clock_server.engine.loop import StepLoop, Waker
-from clock_server.engine.preloader import Preloader
-from clock_server.engine.hand_offs import AmqpHandOff, HandOffs, PullHandOff, WebhookHandOff
 from clock_server.engine.outcomes import Outcomes
+from clock_server.engine.preloader import Preloader
 from clock_server.engine.ring_batch import BatchRinger
 from clock_server.engine.ringer import Ringer
 from clock_server.engine.tuning import RingTuning
