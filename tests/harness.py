@@ -4,12 +4,14 @@ steps the engine by hand on the fake clock."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from clock_server.api.services import Services
 from clock_server.api.tokens import load_tokens
 from clock_server.engine.alarm_engine import AlarmEngine
+from clock_server.model import NewAlarm
 from clock_server.runtime.build import compose
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
@@ -93,3 +95,50 @@ class ServiceHarness:
         if self.policies_refresh_ms is None:
             return None
         return CachedPolicies(self.registry.all, self.clock.now_ms, self.policies_refresh_ms)
+
+
+# The engine alone, stepped on the fake clock, for the ring path's tests.
+
+
+def engine_on(
+    store: AlarmStore, clock: SettableClock, publisher: InMemoryPublisher, **overrides
+) -> AlarmEngine:
+    express_publisher = overrides.pop("express_publisher", None)
+    values = dict(instance_id="fair", retry_base_s=1, retry_cap_s=8, retry_max=3)
+    values.update(overrides)
+    # The applications' policies are read again every 2 s of the clock (the default).
+    return build_engine(
+        Settings(**values), store, publisher, clock, express_publisher=express_publisher
+    )
+
+
+def create(store: AlarmStore, now: int, application: str, targets: list[int], **kw) -> list[int]:
+    items = [
+        NewAlarm(application, f"{application}-{i}", "p", target, kw.get("latest"))
+        for i, target in enumerate(targets)
+    ]
+    return [alarm.id for alarm, _ in store.create_many(items, now)]
+
+
+def preload(engine: AlarmEngine) -> None:
+    while engine.preloader.run_once() == 0.0:  # a full batch: the loop goes on at once
+        pass
+
+
+class HoldingPublisher(InMemoryPublisher):
+    """Holds every batch with a message of `held` until `release` is set: ring lanes busy
+    with a slow backlog."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held = held
+        self.release = threading.Event()
+
+        self.holding = 0  # batches held now
+
+    def publish_batch(self, messages, timeout_s):
+        if any(message.application == self.held for message in messages):
+            with self._lock:
+                self.holding += 1
+            assert self.release.wait(10), "the held batches were never released"
+        return super().publish_batch(messages, timeout_s)

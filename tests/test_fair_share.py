@@ -5,32 +5,18 @@ drops) its alarms, and its own retry policy applies."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
 
 from clock_server.engine.alarm_engine import AlarmEngine
-from clock_server.model import ApplicationPolicy, NewAlarm
-from clock_server.runtime.build_engine import build_engine
-from clock_server.settings import Settings
+from clock_server.model import ApplicationPolicy
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
+from .harness import HoldingPublisher, create, engine_on, preload
 from .support import drive, settle
-
-
-def engine_on(
-    store: AlarmStore, clock: SettableClock, publisher: InMemoryPublisher, **overrides
-) -> AlarmEngine:
-    express_publisher = overrides.pop("express_publisher", None)
-    values = dict(instance_id="fair", retry_base_s=1, retry_cap_s=8, retry_max=3)
-    values.update(overrides)
-    # The applications' policies are read again every 2 s of the clock (the default).
-    return build_engine(
-        Settings(**values), store, publisher, clock, express_publisher=express_publisher
-    )
 
 
 @pytest.fixture
@@ -39,19 +25,6 @@ def make_engine(store: AlarmStore, fake_clock: SettableClock, publisher: InMemor
         return engine_on(store, fake_clock, publisher, **overrides)
 
     return make
-
-
-def create(store: AlarmStore, now: int, application: str, targets: list[int], **kw) -> list[int]:
-    items = [
-        NewAlarm(application, f"{application}-{i}", "p", target, kw.get("latest"))
-        for i, target in enumerate(targets)
-    ]
-    return [alarm.id for alarm, _ in store.create_many(items, now)]
-
-
-def preload(engine: AlarmEngine) -> None:
-    while engine.preloader.run_once() == 0.0:  # a full batch: the loop goes on at once
-        pass
 
 
 def sent(publisher: InMemoryPublisher) -> list[dict]:
@@ -139,25 +112,6 @@ def drive_with_preloads(engine: AlarmEngine, clock: SettableClock, until_ms: int
         preload(engine)
         drive(engine, clock, clock.now_ms())
         clock.advance(10)
-
-
-class HoldingPublisher(InMemoryPublisher):
-    """Holds every batch with a message of `held` until `release` is set: ring lanes busy
-    with a slow backlog."""
-
-    def __init__(self, held: str) -> None:
-        super().__init__()
-        self.held = held
-        self.release = threading.Event()
-
-        self.holding = 0  # batches held now
-
-    def publish_batch(self, messages, timeout_s):
-        if any(message.application == self.held for message in messages):
-            with self._lock:
-                self.holding += 1
-            assert self.release.wait(10), "the held batches were never released"
-        return super().publish_batch(messages, timeout_s)
 
 
 def test_with_every_lane_busy_an_application_with_few_due_rings_in_the_express_lane(

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from clock_server.errors import Unavailable
 from clock_server.store.claims import SqlClaimStore
 
-from .test_fair_share import HoldingPublisher, create, engine_on, preload
+from .harness import HoldingPublisher, create, engine_on, preload
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
