@@ -12,11 +12,12 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pika
 import requests
@@ -25,6 +26,7 @@ from sqlalchemy.pool import NullPool
 from waitress import wasyncore
 from werkzeug.serving import make_server
 
+from clock_server.metrics import Metrics
 from clock_server.store import migrate
 from clock_server.store.db import open_database
 from clock_server.store.schema import alarm_table, engine_table
@@ -34,8 +36,49 @@ MARIADB_URL = os.environ.get("CLOCK_TEST_MARIADB_URL", "mysql+pymysql://root@127
 AMQP_URL = os.environ.get("CLOCK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 
 
+T = TypeVar("T")
+
+
 def unique(prefix: str = "t") -> str:
     return f"{prefix}{uuid.uuid4().hex[:10]}"
+
+
+def eventually(
+    check: Callable[[], T],
+    timeout_s: float = 5.0,
+    interval_s: float = 0.01,
+    message: str | Callable[[], str] = "",
+) -> T:
+    """Call `check` until it returns a true value, and return that value. A check that raises
+    AssertionError has not come true yet. After `timeout_s` of real time, raise AssertionError
+    with `message` (when a callable, called then: it can describe the state at the end) and
+    the last value or failure."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        failure: AssertionError | None = None
+        try:
+            value = check()
+            if value:
+                return value
+            last = f"last value {value!r}"
+        except AssertionError as exc:
+            failure, last = exc, f"last failure: {exc}"
+        if time.monotonic() >= deadline:
+            what = message() if callable(message) else message
+            raise AssertionError(f"{what or 'not true'} within {timeout_s} s ({last})") from failure
+        time.sleep(interval_s)
+
+
+def metric_value(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float:
+    """The value of the sample `name` (a counter's ends in _total, a histogram's in _count or
+    _sum) with `labels`, read through the registry's public API; 0 while no series carries
+    those labels. A name that no metric of the registry has is an error, not 0."""
+    value = metrics.registry.get_sample_value(name, labels or {})
+    if value is not None:
+        return value
+    families = {family.name for family in metrics.registry.collect()}
+    assert any(name == f or name.startswith(f + "_") for f in families), f"no metric {name}"
+    return 0.0
 
 
 @contextmanager
@@ -156,14 +199,15 @@ class Collector:
         with self._lock:
             return list(self.deliveries)
 
-    def wait_for(self, count: int, timeout_s: float) -> bool:
-        """True once `count` distinct alarms arrived."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if len(set(self.ids())) >= count:
-                return True
-            time.sleep(0.02)
-        return len(set(self.ids())) >= count
+    def wait_for(self, count: int, timeout_s: float, message: str = "") -> set[int]:
+        """The ids once `count` distinct alarms arrived; AssertionError after `timeout_s`."""
+        eventually(
+            lambda: len(set(self.ids())) >= count,
+            timeout_s,
+            0.02,
+            lambda: f"{message or 'deliveries'}: {len(set(self.ids()))} of {count} arrived",
+        )
+        return set(self.ids())
 
     def stop(self) -> None:
         self._stop.set()
@@ -197,26 +241,27 @@ class ServerProcess:
                 stdout=log,
                 stderr=log,
             )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"clock-server exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                if self._ready():
-                    return self
-            except (requests.RequestException, ValueError):
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(
-            f"clock-server did not become healthy: {self.log_path.read_text()[-2000:]}"
+        eventually(
+            self._ready,
+            timeout_s,
+            0.05,
+            lambda: f"clock-server did not become healthy: {self.log_path.read_text()[-2000:]}",
         )
+        return self
 
     def _ready(self) -> bool:
         """It takes alarms (/readyz) and, when it runs an engine, has its broker connection
         (/healthz no longer degraded): the tests create alarms due at once."""
-        if requests.get(self.base_url + "/readyz", timeout=1).status_code != 200:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"clock-server exited: {self.log_path.read_text()[-2000:]}")
+        try:
+            if requests.get(self.base_url + "/readyz", timeout=1).status_code != 200:
+                return False
+            health = requests.get(self.base_url + "/healthz", timeout=1).json()
+        except (requests.RequestException, ValueError):
             return False
-        return bool(requests.get(self.base_url + "/healthz", timeout=1).json()["status"] == "ok")
+        return bool(health["status"] == "ok")
 
     def kill(self) -> None:
         assert self.process is not None
@@ -421,13 +466,16 @@ class Cluster:
         return self.wait_rows(lambda row: row.status == "rung", timeout_s)
 
     def wait_rows(self, settled: Callable[[Any], bool], timeout_s: float) -> list:
-        """The rows once `settled` holds for each, or as they are when time runs out."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+        """The rows once `settled` holds for each; AssertionError, naming the statuses of the
+        rows it does not hold for, after `timeout_s`."""
+
+        def settled_rows() -> tuple[list]:
             rows = self.rows()
-            if all(settled(row) for row in rows) or time.monotonic() > deadline:
-                return rows
-            time.sleep(0.05)
+            unsettled = Counter(row.status for row in rows if not settled(row))
+            assert not unsettled, f"{sum(unsettled.values())} rows not settled: {unsettled}"
+            return (rows,)  # true, even without rows
+
+        return eventually(settled_rows, timeout_s, 0.05)[0]
 
     def close(self) -> None:
         for server in self.servers:
@@ -455,17 +503,18 @@ def settle(engine: Any, clock: SettableClock, timeout_s: float = 5.0) -> int | N
     ring lane has finished or sleeps on `clock` until its alarms' moment (rows locked ahead):
     everything the engine does at this instant of the fake clock is done. Returns when the
     ring loop asked to run again (epoch ms), or None when it went idle."""
-    deadline = time.monotonic() + timeout_s
     held_before = -1
     while True:
         while True:
             asked_at = clock.now_ms()
             if (wait_s := engine.ringer.run_once()) != 0.0:
                 break
-        while engine.ringer.in_flight > clock.sleepers:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{engine.ringer.in_flight} ring batches still in flight")
-            time.sleep(0.001)
+        eventually(
+            lambda: engine.ringer.in_flight <= clock.sleepers,
+            timeout_s,
+            0.001,
+            lambda: f"{engine.ringer.in_flight} ring batches still in flight",
+        )
         held = len(engine.heap)
         lanes_busy = engine.ringer.in_flight >= engine.settings.ring_lanes
         if wait_s is not None:

@@ -23,10 +23,11 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_ahead, open_database
 from clock_server.testing import InMemoryPublisher, SettableClock
 
-from .support import settle
+from .support import eventually, metric_value, settle
 
 WINDOW_MS = 10_000
 LEASE_MS = 30_000
+APP = {"application": "app"}  # a metric's labels for the alarms of application "app"
 
 
 @pytest.fixture
@@ -173,7 +174,7 @@ def test_failed_publishes_back_off_then_die(store, fake_clock, publisher, make_e
     assert [500 <= gaps[0] <= 1_000, 1_000 <= gaps[1] <= 2_000, 2_000 <= gaps[2] <= 4_000] == [
         True
     ] * 3
-    assert engine.metrics.dead.labels("app")._value.get() == 1
+    assert metric_value(engine.metrics, "clock_alarms_dead_total", APP) == 1
 
 
 def test_a_retry_succeeds_with_the_same_message_id(store, fake_clock, publisher, make_engine):
@@ -207,7 +208,7 @@ def test_while_the_broker_is_out_of_reach_alarms_wait_with_their_attempts_untouc
     cut = store.get("app", "cut")
     assert (cut.status, cut.retry_times) == ("expired", 0)
     assert publisher.published == []
-    assert engine.metrics.held.labels("app")._value.get() >= LEASE_MS // 1_000
+    assert metric_value(engine.metrics, "clock_alarms_held_total", APP) >= LEASE_MS // 1_000
     publisher.healthy = True
     step(engine)
     assert published_ids(publisher) == [waiting]
@@ -378,7 +379,7 @@ def _share_without_double_rings(engines, store, fake_clock, publisher) -> None:
         assert engine.ringer.close(Deadline(5)) == 0
     ids = published_ids(publisher)
     assert len(ids) == len(set(ids)) == 2_000
-    assert all(engine.metrics.rung.labels("app")._value.get() > 0 for engine in engines)
+    assert all(metric_value(e.metrics, "clock_alarms_rung_total", APP) > 0 for e in engines)
     assert store.list("app", "pending", 10, None) == []
 
 
@@ -408,7 +409,10 @@ def test_cancel_and_ring_are_linearizable(store, fake_clock, make_engine):
     canceller = threading.Thread(target=cancel_all)
     canceller.start()
     while engine.ringer.run_once() == 0:
-        time.sleep(0.02)  # SQLite's busy handler polls; give the canceller a turn
+        # Between two batches the canceller takes at least one more alarm (on SQLite it waits
+        # for the whole database, which the ring thread would take again at once).
+        done = len(cancelled)
+        eventually(lambda done=done: len(cancelled) > done or not canceller.is_alive(), 10)
     canceller.join(30)
     rung = {json.loads(m.body)["business_id"] for m in slow.published}
     assert rung and any(cancelled.values())
@@ -479,7 +483,7 @@ def test_a_batch_gathers_only_while_a_lane_stays_free_beside_it(
             fake_clock.set(moment)
             while engine.ringer.run_once() == 0.0:
                 pass
-            _wait_until(lambda count=count: publisher.holding == count)
+            eventually(lambda count=count: publisher.holding == count, 5, 0.001)
         fake_clock.set(targets[0] - 5)
         while engine.ringer.run_once() == 0.0:
             pass
@@ -511,7 +515,7 @@ def test_an_express_batch_gathers_an_applications_next_few_alarms(
             fake_clock.set(moment)
             while engine.ringer.run_once() == 0.0:
                 pass
-            _wait_until(lambda count=count: publisher.holding == count)
+            eventually(lambda count=count: publisher.holding == count, 5, 0.001)
         # One lead before the first (the held lanes' waits grew it): an express lane takes it.
         assert engine.ringer.lead.ms <= 50
         fake_clock.set(targets[0] - engine.ringer.lead.ms)
@@ -520,7 +524,7 @@ def test_an_express_batch_gathers_an_applications_next_few_alarms(
         assert len(engine.heap) == left
         for rung, target in enumerate(targets[: len(targets) - left], 1):
             fake_clock.set(target)  # each at its own moment, not at the batch's first
-            _wait_until(lambda rung=rung: len(_published_at(publisher, "app")) == rung)
+            eventually(lambda rung=rung: len(_published_at(publisher, "app")) == rung, 5, 0.001)
             assert _published_at(publisher, "app")[-1] == target
     finally:
         publisher.release.set()
@@ -555,7 +559,7 @@ def _step_to_each_target(
         clock.set(target - 1)
         assert clock.sleepers == 1 and len(publisher.published) == rung
         clock.set(target)
-        _wait_until(lambda rung=rung: len(publisher.published) == rung + 1)
+        eventually(lambda rung=rung: len(publisher.published) == rung + 1, 5, 0.001)
 
 
 def test_rows_locked_ahead_are_published_exactly_when_due(store, fake_clock, publisher):
@@ -602,13 +606,6 @@ def _published_at(publisher: InMemoryPublisher, application: str) -> list[int]:
         for m in list(publisher.published)
         if m.application == application
     ]
-
-
-def _wait_until(condition, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the ring lane did not get there"
-        time.sleep(0.001)
 
 
 @pytest.mark.mariadb

@@ -77,13 +77,9 @@ class Receiver:
 
     def wait_for(self, count: int, timeout_s: float = 5.0) -> list[Received]:
         """Every POST so far, once there are at least `count` (TimeoutError otherwise)."""
-        deadline = time.monotonic() + timeout_s
         with self._arrived:
-            while len(self.received) < count:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"{len(self.received)} of {count} webhooks arrived")
-                self._arrived.wait(left)
+            if not self._arrived.wait_for(lambda: len(self.received) >= count, timeout_s):
+                raise TimeoutError(f"{len(self.received)} of {count} webhooks arrived")
             return list(self.received)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

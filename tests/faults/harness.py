@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support import Delivery, ServerProcess
+from tests.support import Delivery, ServerProcess, eventually
 
 # Every fault case runs real servers against the real MariaDB and RabbitMQ.
 FAULT_MARKS = [
@@ -33,14 +33,6 @@ FAULT_MARKS = [
 
 def _succeeds(*command: str) -> bool:
     return subprocess.run(command, capture_output=True, timeout=30).returncode == 0
-
-
-def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} within {timeout_s} s")
-        time.sleep(0.1)
 
 
 START_MARIADB = [
@@ -85,7 +77,7 @@ class MariaDB(Service):
             ["mariadb-admin", "-uroot", "-h127.0.0.1", "shutdown"], capture_output=True, timeout=60
         )
         # start-stop-daemon would take a server still shutting down for a running one.
-        _wait(lambda: not self.is_up() and not self._running(), 60, "MariaDB did not stop")
+        eventually(lambda: not self.is_up() and not self._running(), 60, 0.1, "MariaDB still runs")
 
     def start(self) -> None:
         if not self.is_up():
@@ -94,7 +86,7 @@ class MariaDB(Service):
                 check=True,
                 timeout=30,
             )
-        _wait(self.is_up, 60, "MariaDB did not start")
+        eventually(self.is_up, 60, 0.1, "MariaDB did not start")
 
     @staticmethod
     def _running() -> bool:
@@ -116,7 +108,7 @@ class RabbitMQ(Service):
     def start(self) -> None:
         if not self.is_up():
             subprocess.run(["rabbitmqctl", "-q", "start_app"], check=True, capture_output=True)
-            _wait(self.is_up, 60, "RabbitMQ did not start")
+            eventually(self.is_up, 60, 0.1, "RabbitMQ did not start")
 
 
 @dataclass

@@ -16,7 +16,7 @@ import requests
 from sqlalchemy.exc import NoResultFound
 
 from tests.faults.harness import FAULT_MARKS, MariaDB, RabbitMQ, Writer, judge
-from tests.support import Cluster
+from tests.support import Cluster, eventually
 
 pytestmark = FAULT_MARKS
 
@@ -68,7 +68,7 @@ def test_rabbitmq_stopped_for_ten_seconds_spends_no_retry_and_loses_none(
         restart_at = now_ms()
     rows = cluster.wait_rows(lambda row: row.status != "pending", 30)
     rung = sum(row.status == "rung" for row in rows)
-    assert cluster.collector.wait_for(rung, 15)
+    cluster.collector.wait_for(rung, 15)
     verdict = judge(ids, rows, cluster.collector.snapshot())
     report(
         "RabbitMQ stopped 10 s",
@@ -105,10 +105,12 @@ def test_mariadb_stopped_while_the_api_takes_writes_and_the_engine_rings(
             assert health.status_code == 503 and health.json()["database"] == "down"
             time.sleep(2)
         back_at = now_ms()
-        deadline = time.monotonic() + 15
-        while not any(a.status == 201 and a.at_ms > back_at for a in list(writer.answers)):
-            assert time.monotonic() < deadline, "the API did not recover by itself"
-            time.sleep(0.05)
+        eventually(
+            lambda: any(a.status == 201 and a.at_ms > back_at for a in list(writer.answers)),
+            15,
+            0.05,
+            "the API did not recover by itself",
+        )
         recovered_in = min(a.at_ms for a in writer.answers if a.status == 201 and a.at_ms > back_at)
         time.sleep(1)
     assert server.process is not None and server.process.poll() is None, "the server died"
@@ -118,7 +120,7 @@ def test_mariadb_stopped_while_the_api_takes_writes_and_the_engine_rings(
     assert all(a.body["error"]["code"] == "unavailable" for a in writer.refused())
     stored = set(ids + writer.stored_ids())
     rows = cluster.wait_rows(lambda row: row.status != "pending", 20)
-    assert cluster.collector.wait_for(len(rows), 15)
+    cluster.collector.wait_for(len(rows), 15)
     found = {row.id for row in rows}
     assert stored <= found, f"answered 201 but not stored: {sorted(stored - found)[:10]}"
     # A 503 may still have stored its alarm (committed just as the connection died); a
@@ -150,7 +152,7 @@ def test_mariadb_stopped_while_the_api_takes_writes_and_the_engine_rings(
 def test_sigterm_while_ringing_exits_promptly_and_leaves_no_claim(cluster: Cluster):
     leaving = cluster.server("leaving", **ENGINE).start()
     ids = cluster.create_batch(leaving, 3_000, spread_ms=4_000, offset_ms=1_000)
-    assert cluster.collector.wait_for(800, 10), "the server did not start ringing"
+    cluster.collector.wait_for(800, 10, "the server did not start ringing")
     started = time.monotonic()
     assert leaving.terminate(timeout_s=20) == 0
     exit_s = time.monotonic() - started
@@ -165,7 +167,7 @@ def test_sigterm_while_ringing_exits_promptly_and_leaves_no_claim(cluster: Clust
     rung_before = sum(row.status == "rung" for row in left)
     assert 0 < rung_before < 3_000
     cluster.server("successor", **ENGINE).start()
-    assert cluster.collector.wait_for(3_000, 15)
+    cluster.collector.wait_for(3_000, 15)
     verdict = judge(ids, cluster.wait_all_rung(), cluster.collector.snapshot())
     report(
         "SIGTERM while ringing",

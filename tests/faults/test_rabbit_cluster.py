@@ -43,10 +43,10 @@ def test_a_node_stopped_mid_ringing_loses_nothing(
                 "clustered", amqp_url=f"{first},{second},{third}", CLOCK_QUEUE_TYPE="quorum"
             ).start()
             ids = group.create_batch(server, ALARMS, spread_ms=3_000, offset_ms=500)
-            assert group.collector.wait_for(300, 10), "nothing rang before the fault"
+            group.collector.wait_for(300, 10, "nothing rang before the fault")
             stopped_ms = time.time_ns() // 1_000_000
             rabbit_cluster.stop_node(0)  # the node clock publishes to
-            assert group.collector.wait_for(ALARMS, 30), f"{len(set(group.collector.ids()))}"
+            group.collector.wait_for(ALARMS, 30)
             time.sleep(0.5)  # a late duplicate would show up here
             deliveries = group.collector.snapshot()
             verdict = judge(ids, group.rows(), deliveries)
