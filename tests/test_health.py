@@ -5,8 +5,7 @@ broker outage makes /healthz "degraded" with 200, and only a database outage is 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.db import open_database
 from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
+from tests.support import eventually
 
 STALL_MS = Settings().loop_stall_ms  # 60 s
 ENGINE_LOOPS = {
@@ -57,14 +57,6 @@ def probe_client(
 ) -> FlaskClient:
     services = build_services(Settings(), store, clock, Metrics(), publisher=publisher, loops=loops)
     return create_app(services).test_client()
-
-
-def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Wait in real time for what other threads do at this instant of the fake clock."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never came true"
-        time.sleep(0.001)
 
 
 def settled(source: LoopSet | AlarmEngine, clock: SettableClock, but: str = "") -> bool:
@@ -133,11 +125,11 @@ def test_a_loop_that_sleeps_long_while_nothing_is_due_is_alive(
     client = probe_client(unreachable_store, fake_clock, loops=loops)
     sleeper.start()
     try:
-        until(lambda: settled(loops, fake_clock))
+        eventually(lambda: settled(loops, fake_clock))
         for _ in range(3):  # three hours, STALL_MS short of each wait's end at a time
             fake_clock.advance(int(hour_s * 1000) + STALL_MS)
             assert client.get("/livez").status_code == 200
-            until(lambda: settled(loops, fake_clock))
+            eventually(lambda: settled(loops, fake_clock))
         assert client.get("/livez").status_code == 200
     finally:
         sleeper.stop()
@@ -172,7 +164,7 @@ def test_a_loop_stuck_in_its_step_is_named_once_past_the_bound(
             "stalled": ["clock-stuck"],
         }
         release.set()  # the step returns: the loop waits, and is well again
-        until(lambda: settled(loops, fake_clock))
+        eventually(lambda: settled(loops, fake_clock))
         assert client.get("/livez").status_code == 200
     finally:
         release.set()
@@ -224,14 +216,14 @@ def test_an_idle_engine_stays_alive_however_long_nothing_is_due(
     client = probe_client(store, fake_clock, loops=engine)
     assert engine.loop_beats() == {}  # not started
     engine.start()
-    until(lambda: settled(engine, fake_clock))
+    eventually(lambda: settled(engine, fake_clock))
     response = client.get("/livez")
     assert response.status_code == 200
     assert response.get_json()["loops"] == dict.fromkeys(ENGINE_LOOPS, "ok")
     for _ in range(10):  # over three times the bound, in steps shorter than it
         fake_clock.advance(STALL_MS // 3)
         assert client.get("/livez").status_code == 200
-        until(lambda: settled(engine, fake_clock))
+        eventually(lambda: settled(engine, fake_clock))
         assert client.get("/livez").status_code == 200
     engine.stop(Deadline(5))
     assert engine.loop_beats() == {}
@@ -243,14 +235,14 @@ def test_a_heartbeat_that_hangs_past_the_bound_names_the_liveness_loop(
     engine, registry = engine_with_registry
     client = probe_client(store, fake_clock, loops=engine)
     engine.start()
-    until(lambda: settled(engine, fake_clock))
+    eventually(lambda: settled(engine, fake_clock))
     registry.hang.set()
     fake_clock.advance(int(engine.settings.heartbeat_s * 1000))
     assert registry.hanging.wait(5)
     hung_at = fake_clock.now_ms()
     for _ in range(3):  # the other loops go on stepping meanwhile
         fake_clock.advance(STALL_MS // 3)
-        until(lambda: settled(engine, fake_clock, but="clock-liveness"))
+        eventually(lambda: settled(engine, fake_clock, but="clock-liveness"))
     assert fake_clock.now_ms() == hung_at + STALL_MS
     assert client.get("/livez").status_code == 200  # at the bound
     fake_clock.advance(1)
@@ -259,7 +251,7 @@ def test_a_heartbeat_that_hangs_past_the_bound_names_the_liveness_loop(
     assert response.get_json()["stalled"] == ["clock-liveness"]
     registry.hang.clear()
     registry.release.set()
-    until(lambda: settled(engine, fake_clock))
+    eventually(lambda: settled(engine, fake_clock))
     assert client.get("/livez").status_code == 200
 
 

@@ -24,7 +24,7 @@ from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue
 from clock_server.store.schema import dead_letter_table
 from clock_server.testing import SettableClock
 from tests.harness import ServiceHarness
-from tests.support import unique
+from tests.support import eventually, unique
 from tests.test_api import OpenApiChecker
 
 NOW = 1_700_000_000_000
@@ -345,10 +345,7 @@ def test_long_polls_wait_a_few_at_a_time_and_the_next_is_told_to_come_back(
         target=lambda: answers.append(first.post(url, json={"wait_s": 1.5}, headers=headers))
     )
     waiter.start()
-    deadline = time.monotonic() + 5
-    while slots.in_use == 0:
-        assert time.monotonic() < deadline, "the first pull never waited"
-        time.sleep(0.01)
+    eventually(lambda: slots.in_use, message="the first pull never waited")
 
     refused = h.pull(wait_s=1)
     assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
@@ -452,7 +449,7 @@ def test_a_long_poll_answers_as_soon_as_a_message_is_ready(harness: Harness):
     h.step()
 
     def ring_soon() -> None:
-        time.sleep(0.15)
+        eventually(lambda: h.app.extensions["clock"].long_polls.in_use, message="no pull waits")
         h.clock.set(NOW + 1_000)
         h.step()
 
@@ -465,13 +462,14 @@ def test_a_long_poll_answers_as_soon_as_a_message_is_ready(harness: Harness):
         ringer.join(10)
     waited = time.monotonic() - started
     assert [m["id"] for m in messages] == [str(alarm_id)]
-    assert 0.15 <= waited < 0.9
+    assert waited < 2.5  # well before its wait of 5 s ends
 
 
 def test_a_long_poll_answers_empty_once_its_wait_has_passed(harness: Harness):
     started = time.monotonic()
     assert harness.pulled(wait_s=0.3) == []
-    assert 0.3 <= time.monotonic() - started < 0.9
+    # The lower bound is the promise: the wait is in real time, as long as the pull asked.
+    assert 0.3 <= time.monotonic() - started < 2.0
 
 
 @pytest.mark.mariadb

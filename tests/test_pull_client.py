@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,12 +19,13 @@ from clock_client import (
     PullConsumer,
     PulledMessage,
     RateLimited,
+    Unavailable,
     ValidationError,
 )
 from clock_server.api.long_polls import LongPollSlots
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import SettableClock
-from tests.support import free_port, serve_wsgi
+from tests.support import eventually, free_port, serve_wsgi
 from tests.test_pull import APP, JOBS, NOW, OTHER, VISIBILITY_MS, Harness
 
 
@@ -44,13 +45,6 @@ def ready(h: Harness, *business_ids: str) -> list[int]:
     h.clock.set(NOW + 1_000)
     h.step()
     return ids
-
-
-def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def test_the_client_pulls_and_acks(harness: Harness, server: str):
@@ -109,6 +103,7 @@ def test_a_long_poll_outlasts_the_client_timeout(harness: Harness, server: str):
     with ClockClient(server, token=JOBS, timeout=0.2, retries=0) as client:
         started = time.monotonic()
         assert client.pull(APP, wait_s=0.5) == []
+        # The server waits in real time: only the time taken shows the pull outlasted 0.2 s.
         assert time.monotonic() - started >= 0.5
 
 
@@ -129,12 +124,12 @@ def test_the_consumer_acks_what_its_handler_handled(harness: Harness, server: st
         thread = threading.Thread(target=consumer.run)
         thread.start()
         try:
-            until(lambda: len(handled) == 1 and len(failed) == 1)
-            until(lambda: h.store.get(APP, "ok").status == "rung")
+            eventually(lambda: len(handled) == 1 and len(failed) == 1)
+            eventually(lambda: h.store.get(APP, "ok").status == "rung")
             assert h.store.get(APP, "flaky").status == "delivering"  # not acked
             h.clock.set(NOW + 1_000 + VISIBILITY_MS)  # its lease has ended
-            until(lambda: len(handled) == 2)
-            until(lambda: h.store.get(APP, "flaky").status == "rung")
+            eventually(lambda: len(handled) == 2)
+            eventually(lambda: h.store.get(APP, "flaky").status == "rung")
         finally:
             consumer.stop()
             thread.join(5)
@@ -148,10 +143,21 @@ def test_the_consumer_acks_what_its_handler_handled(harness: Harness, server: st
 
 def test_the_consumer_stops_from_another_thread_while_the_server_is_away():
     client = ClockClient(f"http://127.0.0.1:{free_port()}", token=JOBS, retries=0)
+    failures: list[Unavailable] = []
+    pull = client.pull
+
+    def recording(*args: Any, **kwargs: Any) -> list[PulledMessage]:
+        try:
+            return pull(*args, **kwargs)
+        except Unavailable as failure:
+            failures.append(failure)
+            raise
+
+    client.pull = recording  # type: ignore[method-assign]
     consumer = PullConsumer(client, APP, lambda message: None, wait_s=0.1)
     thread = threading.Thread(target=consumer.run)
     thread.start()
-    time.sleep(0.2)  # failed pulls: waiting out the backoff
+    eventually(lambda: failures)  # a pull failed: it waits out the backoff
     started = time.monotonic()
     consumer.stop()
     thread.join(5)
@@ -181,10 +187,10 @@ def test_the_consumer_comes_back_when_too_many_pulls_wait(harness: Harness, serv
         thread = threading.Thread(target=consumer.run)
         with slots.waiting(APP):  # another pull of jobs waits meanwhile
             thread.start()
-            until(lambda: bool(refusals))
+            eventually(lambda: bool(refusals))
         assert refusals[0].retry_after_s == 1
         [alarm_id] = ready(h, "a")
-        until(lambda: bool(handled))
+        eventually(lambda: bool(handled))
         consumer.stop()
         thread.join(5)
     assert [m.id for m in handled] == [alarm_id]
