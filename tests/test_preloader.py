@@ -7,9 +7,6 @@ preload interval."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
 
 from clock_server.engine.alarm_engine import WAKE_MARGIN_MS, AlarmEngine
@@ -20,6 +17,7 @@ from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.testing import InMemoryPublisher, SettableClock
+from tests.support import eventually
 
 INTERVAL_MS = 1_000
 
@@ -156,24 +154,16 @@ def test_alarms_announced_due_soon_share_one_pass_by_the_margin_before_the_first
         for i in range(2):
             engine.notify_due(fake_clock.now_ms() + first_in_ms + i * 100)
         fake_clock.advance(299)
-        # not one pass per alarm: none yet (a loop woken at once would have passed by now)
-        assert not wait_until(lambda: len(floors(engine)) > passes, timeout_s=0.5)
+        # not one pass per alarm: none yet (a loop woken at once would pass within 0.5 s)
+        with pytest.raises(AssertionError):
+            eventually(lambda: len(floors(engine)) > passes, 0.5)
         fake_clock.advance(1)  # the margin before the first is due
         fake_clock.wait_for_waiters(1)
-        assert wait_until(lambda: len(floors(engine)) == passes + 1)
+        eventually(lambda: len(floors(engine)) == passes + 1)
         assert floors(engine)[-1] is None  # from the start: they may be below a floor
         # The pass records its floor before its claims reach the heap.
-        assert wait_until(lambda: len(engine.heap) >= len(ids))
+        eventually(lambda: len(engine.heap) >= len(ids))
         assert set(ids) <= held_ids(engine)
     finally:
         loop.stop()
         assert loop.join(5)
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True

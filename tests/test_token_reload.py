@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ import requests
 
 from clock_server.api.tokens import LiveTokens, hashed_form, load_tokens
 from clock_server.runtime.token_reload import TokenReloads
-from tests.support import ServerProcess
+from tests.support import ServerProcess, eventually
 
 OLD = "orders-old-token-0123456789"
 NEW = "orders-new-token-9876543210"
@@ -107,13 +105,6 @@ def test_without_a_file_there_is_nothing_to_reload(caplog: pytest.LogCaptureFixt
     assert tokens.lookup(OLD) is not None
 
 
-def eventually(check: Callable[[], bool], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "not within the time"
-        time.sleep(0.05)
-
-
 def test_the_thread_takes_a_change_of_the_file(tmp_path: Path) -> None:
     path = tmp_path / "tokens"
     write(path, f"{OLD}=orders")
@@ -121,7 +112,7 @@ def test_the_thread_takes_a_change_of_the_file(tmp_path: Path) -> None:
     reloads.start()
     try:
         write(path, f"{NEW}=orders")
-        eventually(lambda: reloads.tokens.lookup(NEW) is not None)
+        eventually(lambda: reloads.tokens.lookup(NEW) is not None, 30, 0.05)
         assert reloads.tokens.lookup(OLD) is None
     finally:
         reloads.stop()
@@ -175,20 +166,20 @@ def test_a_server_reloads_its_tokens_file_on_sighup_and_on_change(
         assert all_answer(server, OLD, 200) and all_answer(server, NEW, 401)
         # The rotation begins: both tokens of orders, the file changed (no signal).
         write(tokens, f"{OLD}=orders", f"{hashed_form(NEW)}=orders", f"{ADMIN}=*")
-        eventually(lambda: reloads_logged(log) == workers)
+        eventually(lambda: reloads_logged(log) == workers, 30, 0.05)
         assert all_answer(server, OLD, 200) and all_answer(server, NEW, 200)
         assert [created(server, NEW, f"new-{n}") for n in range(6)] == [201] * 6
         # A bad file on SIGHUP: the server lives on with the tokens in force.
         tokens.write_text("broken line\n")
         assert server.process is not None
         server.process.send_signal(signal.SIGHUP)
-        eventually(lambda: log.read_text().count("tokens not reloaded") >= workers)
+        eventually(lambda: log.read_text().count("tokens not reloaded") >= workers, 30, 0.05)
         assert server.process.poll() is None
         assert all_answer(server, OLD, 200) and all_answer(server, NEW, 200)
         # The rotation ends: the old token removed, then SIGHUP.
         write(tokens, f"{hashed_form(NEW)}=orders", f"{ADMIN}=*")
         server.process.send_signal(signal.SIGHUP)
-        eventually(lambda: reloads_logged(log) == 2 * workers)
+        eventually(lambda: reloads_logged(log) == 2 * workers, 30, 0.05)
         assert all_answer(server, OLD, 401) and all_answer(server, NEW, 200)
         assert server.process.poll() is None
         assert server.terminate() == 0
