@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Iterator
 from uuid import uuid4
 
@@ -26,7 +27,7 @@ from clock_server.errors import ConfigError
 from clock_server.model import OutgoingMessage
 from clock_server.testing import InMemoryPublisher, SettableClock
 from clock_server.timesource import SystemClock
-from tests.support import TcpProxy
+from tests.support import TcpProxy, eventually
 
 BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -120,15 +121,6 @@ def _force_close(connection_name: str) -> None:
     subprocess.run(
         ["rabbitmqctl", "-q", "close_connection", pids[0], "test"], check=True, timeout=10
     )
-
-
-def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 @pytest.mark.rabbitmq
@@ -241,7 +233,7 @@ def test_reconnects_after_broker_closes_connection(broker, make_publisher):
 
     _force_close(name)
 
-    assert _wait_until(lambda: not publisher.is_healthy(), 5.0)
+    eventually(lambda: not publisher.is_healthy(), 5.0)
     assert publisher.wait_healthy(5.0)
     assert publisher.publish_batch(_messages(application, 10), timeout_s=5.0) == [True] * 10
     assert len(broker.drain(application)) == 20
@@ -319,7 +311,7 @@ def test_acks_are_read_by_the_connection_and_nacks_by_pika(broker, make_publishe
     monkeypatch.setattr(publisher, "_on_confirm", count)
     # The channel opened after this reconnect registers the counting confirm callback.
     publisher._ioloop.add_callback_threadsafe(publisher._connection.close)
-    assert _wait_until(lambda: not publisher.is_healthy(), 2.0)
+    eventually(lambda: not publisher.is_healthy(), 2.0)
     assert publisher.wait_healthy(5.0)
     application = broker.app()
     broker.bind_queue(application, {"x-max-length": 2, "x-overflow": "reject-publish"})
@@ -339,7 +331,7 @@ def test_recovers_when_an_io_loop_callback_raises(broker, make_publisher, caplog
 
     with caplog.at_level(logging.ERROR, logger="clock_server.broker.amqp_publisher"):
         publisher._ioloop.add_callback_threadsafe(boom)
-        assert _wait_until(lambda: not publisher.is_healthy(), 2.0)
+        eventually(lambda: not publisher.is_healthy(), 2.0)
     assert "IO loop failed" in caplog.text
     assert publisher.wait_healthy(5.0)
     assert publisher.publish_batch(_messages(broker.app(), 5), timeout_s=5.0) == [True] * 5
@@ -438,7 +430,7 @@ def test_a_lost_node_is_left_for_the_next_one(broker, make_publisher) -> None:
         assert publisher.publish_batch(_messages(application, 2), timeout_s=5.0) == [True] * 2
         assert second.held_bytes == 0 and not second.connected
         first.cut()  # the node goes away; the next one is tried at once
-        assert _wait_until(lambda: second.connected and publisher.is_healthy(), 10.0)
+        eventually(lambda: second.connected and publisher.is_healthy(), 10.0)
         assert publisher.publish_batch(_messages(application, 2), timeout_s=5.0) == [True] * 2
         assert len(broker.drain(application)) == 4
     finally:
@@ -472,12 +464,34 @@ def test_quorum_queues_are_declared_when_asked_for(broker, make_publisher) -> No
 # never before, and without the messages whose cutoff has passed by then -------------------
 
 
+class WatchedClock(SettableClock):
+    """A fake clock that counts the reads of each time. The publisher's IO thread reads it
+    twice at each look at its groups' moments (which comes at least every 100 ms while a
+    group waits): first to take the groups due, then, once they are sent, for the next."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reads: Counter[int] = Counter()
+        self._reads_lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        now_ms = super().now_ms()
+        with self._reads_lock:
+            self._reads[now_ms] += 1
+        return now_ms
+
+    def reads(self, at_ms: int) -> int:
+        """How often the time was read while it was `at_ms`."""
+        with self._reads_lock:
+            return self._reads[at_ms]
+
+
 @pytest.fixture
-def timed_setup(broker, make_publisher) -> tuple[AmqpPublisher, SettableClock, str]:
+def timed_setup(broker, make_publisher) -> tuple[AmqpPublisher, WatchedClock, str]:
     """A publisher, a fake clock for its timed groups, and an application with a bound queue."""
     application = broker.app()
     broker.bind_queue(application)
-    return make_publisher(), SettableClock(), application
+    return make_publisher(), WatchedClock(), application
 
 
 def _timed(at_ms: int, messages: list[OutgoingMessage], cutoffs=None, made_at=None) -> TimedGroup:
@@ -507,11 +521,12 @@ def test_each_group_is_sent_when_its_moment_comes_on_the_clock(broker, timed_set
         clock,
     )
 
-    time.sleep(0.25)  # the publisher looks at the clock, which stands still, twice
-    assert broker.drain(application) == []
+    # Our read, then two looks of the IO thread at the time, which stands still.
+    eventually(lambda: clock.reads(now) >= 1 + 2 * 2)
+    assert broker.drain(application) == [] and handed[0].sent_at_ms is None
     clock.set(now + 99)
-    time.sleep(0.1)
-    assert broker.drain(application) == []
+    eventually(lambda: clock.reads(now + 99) >= 2 * 2)  # two looks
+    assert broker.drain(application) == [] and handed[0].sent_at_ms is None
     clock.set(now + 100)
     assert handed[0].wait(5.0) == [True] * 3
     assert handed[0].sent_at_ms == now + 100
@@ -546,7 +561,7 @@ def test_groups_a_millisecond_apart_go_out_at_their_moments_and_are_all_confirme
     assert sorted(_ids(broker.drain(application))) == sorted(m.message_id for m in messages)
     # Reads are watched again with nothing due: a connection the broker closes is noticed.
     _force_close(name)
-    assert _wait_until(lambda: not publisher.is_healthy(), 5.0)
+    eventually(lambda: not publisher.is_healthy(), 5.0)
     assert publisher.wait_healthy(5.0)
 
 
@@ -630,8 +645,10 @@ def test_a_group_given_up_on_before_its_moment_is_never_sent(broker, caplog, tim
     assert "3 messages not confirmed before the publish timeout; they were never sent" in (
         caplog.text
     )
-    clock.set(clock.now_ms() + 2_000)
-    time.sleep(0.3)  # past the IO thread's next look at the group's moment
+    later = clock.now_ms() + 2_000
+    clock.set(later)
+    # The IO thread looked at the group's moment; the publish below comes after, on that thread.
+    eventually(lambda: clock.reads(later))
     assert publisher.publish_batch(messages[:1], timeout_s=5.0) == [True]
     assert _ids(broker.drain(application)) == [messages[0].message_id]
     assert timed.sent_at_ms is None
