@@ -30,7 +30,7 @@ from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.db import open_database
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.testing import SettableClock
-from tests.support import ServerProcess, mariadb_database, unique
+from tests.support import ServerProcess, mariadb_database, metric_value, unique
 
 NOW = 1_700_000_000_000  # SettableClock's start
 MINUTE = 60_000
@@ -68,10 +68,8 @@ class Server:
         return [a.business_id for a in self.store.list(application, None, 1_000, None)]
 
     def rejected(self, application: str, code: str) -> float:
-        value = self.services.metrics.registry.get_sample_value(
-            "clock_creates_rejected_total", {"application": application, "code": code}
-        )
-        return value or 0.0
+        labels = {"application": application, "code": code}
+        return metric_value(self.services.metrics, "clock_creates_rejected_total", labels)
 
 
 def server(store: AlarmStore, clock: SettableClock, **settings: Any) -> Server:

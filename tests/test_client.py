@@ -42,6 +42,7 @@ from clock_client import (
     Unavailable,
     ValidationError,
 )
+from tests.support import eventually
 
 T0 = 1_900_000_000_000  # a fixed future instant, epoch ms
 
@@ -839,10 +840,13 @@ def test_live_alarm_rings_to_consumer_not_before_its_time(
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 5
-        while _consumer_count(live_server.amqp_url, prefix + app) < 1:
-            assert not errors and time.monotonic() < deadline, f"consumer did not start: {errors}"
-            time.sleep(0.05)
+
+        def consuming() -> bool:
+            if errors:
+                raise errors[0]
+            return _consumer_count(live_server.amqp_url, prefix + app) >= 1
+
+        eventually(consuming, 5, 0.05, "consumer did not start")
 
         alarm = live.create(app, "ring-me", '{"hello": "world"}', target_ring_at=_now_ms() + 300)
         message, received_ms = received.get(timeout=15)
@@ -857,10 +861,13 @@ def test_live_alarm_rings_to_consumer_not_before_its_time(
     assert (message.payload, message.target_ring_at) == ('{"hello": "world"}', alarm.target_ring_at)
     assert message.attempt == 1  # the broker took the first publish
     assert received_ms >= alarm.target_ring_at
-    deadline = time.monotonic() + 5
-    while (current := live.get(app, "ring-me")).status != "rung":
-        assert time.monotonic() < deadline, f"still {current.status}"
-        time.sleep(0.05)
+
+    def rung() -> Alarm:
+        current = live.get(app, "ring-me")
+        assert current.status == "rung", f"still {current.status}"
+        return current
+
+    current = eventually(rung, 5, 0.05)
     assert current.rung_at is not None and current.rung_at >= alarm.target_ring_at
 
 

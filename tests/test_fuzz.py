@@ -553,9 +553,8 @@ def test_a_body_cut_off_stores_nothing(slow_server: ServerProcess) -> None:
     with _connect(slow_server) as sock:
         sock.sendall(_head(length=len(body)) + body[: len(body) // 2])
         sock.shutdown(socket.SHUT_WR)  # the client is gone half-way
-        reply = sock.recv(4096)
+        reply = sock.recv(4096)  # the server answered, or closed: it is done with the request
         assert reply == b"" or int(reply.split(b" ", 2)[1]) >= 400, reply
-    time.sleep(0.1)
     assert _get(slow_server, "/v1/alarms/orders/cut").status_code == 404
     assert requests.get(slow_server.base_url + "/healthz", timeout=5).status_code == 200
 

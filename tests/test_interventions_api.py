@@ -17,6 +17,7 @@ from clock_server.errors import ConfigError
 from clock_server.model import NOT_CONFIRMED
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import SettableClock
+from tests.support import metric_value
 from tests.test_api import OpenApiChecker
 from tests.test_history_api import ADMIN, BILLING, NOW, Harness, serve
 
@@ -156,9 +157,9 @@ def test_bulk_actions_are_for_admins_and_answer_how_many(harness: Harness, serve
         "order-0": "cancelled", "order-1": "cancelled", "order-2": "cancelled",
         "keep-1": "pending",
     }  # fmt: skip
-    metrics = h.app.extensions["clock"].metrics.registry
-    assert metrics.get_sample_value("clock_alarms_redriven_total", {"application": "billing"}) == 4
-    assert metrics.get_sample_value("clock_alarms_cancelled_total", {"application": "billing"}) == 3
+    metrics = h.app.extensions["clock"].metrics
+    assert metric_value(metrics, "clock_alarms_redriven_total", {"application": "billing"}) == 4
+    assert metric_value(metrics, "clock_alarms_cancelled_total", {"application": "billing"}) == 3
 
 
 def test_list_filters_page_with_their_cursors(harness: Harness, server: str):

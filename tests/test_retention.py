@@ -19,6 +19,7 @@ from clock_server.store.claims import SqlClaimStore
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
 from clock_server.store.schema import alarm_table, application_table, job_lease_table
 from clock_server.testing import SettableClock
+from tests.support import metric_value
 
 NOW = 1_700_000_000_000
 DAY = 86_400_000
@@ -126,7 +127,7 @@ def test_only_finished_alarms_past_their_retention_are_deleted(
     gone = {"old", "reg-old", "long-91", "short-2"}
     kept = {"new", "reg-new", "long-31", "short-12h"}
     assert deleted == len(gone) * len(FINISHED)
-    assert purge.metrics.purged._value.get() == deleted
+    assert metric_value(purge.metrics, "clock_alarms_purged_total") == deleted
     assert keys(db) == {f"{prefix}-{status}" for prefix in kept for status in FINISHED} | {
         "pending-old",
         "pending-short",
@@ -339,9 +340,7 @@ def test_the_scheduled_job_counts_and_logs_what_it_purged(
         assert maintenance.purge_finished() == 1
     [record] = [r for r in caplog.records if getattr(r, "action", None) == "alarms_purged"]
     assert record.purged == 1  # type: ignore[attr-defined]
-    assert metrics.purged._value.get() == 1
-    exposed = metrics.registry.get_sample_value("clock_alarms_purged_total")
-    assert exposed == 1
+    assert metric_value(metrics, "clock_alarms_purged_total") == 1
 
 
 def test_a_failed_run_is_logged_and_the_next_one_goes_on(

@@ -24,6 +24,7 @@ from clock_server.delivery.name_lookups import NameLookups
 from clock_server.delivery.secrets import new_secret
 from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
 from clock_server.delivery.webhook_sender import HttpWebhookSender
+from tests.support import eventually
 from tests.webhook_receiver import Wire, raw_receiving
 
 TIMEOUT_S = 1.0
@@ -257,10 +258,7 @@ def test_a_slow_endpoint_never_holds_its_only_slot_past_the_deadline(sender):
         one = request(receiver.url(), max_connections=1)
         first_started = time.monotonic()
         first = pool.submit(sender.send, one)
-        deadline = time.monotonic() + 5
-        while not receiver.arrivals:
-            assert time.monotonic() < deadline, "the first call never arrived"
-            time.sleep(0.005)
+        eventually(lambda: receiver.arrivals, 5, 0.005, "the first call never arrived")
         second = pool.submit(sender.send, one._replace(timeout_s=2.0, message_id="msg_0002"))
         assert first.result().error == "timed out after 1 s (reading status and headers)"
         assert second.result().ok
@@ -271,7 +269,7 @@ def test_a_slow_endpoint_never_holds_its_only_slot_past_the_deadline(sender):
 def test_a_call_that_ended_in_time_keeps_its_connection_past_its_deadline(sender):
     with raw_receiving(lambda wire, _n: wire.send(OK_HEAD)) as receiver:
         assert sender.send(request(receiver.url(), timeout_s=0.2)).ok
-        time.sleep(0.4)  # the first call's deadline passes while its connection is idle
+        time.sleep(0.4)  # the subject: the first call's deadline passes, its connection idle
         assert sender.send(request(receiver.url())).ok
         assert receiver.connections == 1
 
@@ -280,8 +278,7 @@ def test_close_ends_the_calls_in_flight_and_stops_the_watchdog():
     sender = HttpWebhookSender(allow_private=True)
     with raw_receiving(silent) as receiver, ThreadPoolExecutor(1) as pool:
         hanging = pool.submit(sender.send, request(receiver.url(), timeout_s=30.0))
-        while not receiver.arrivals:
-            time.sleep(0.005)
+        eventually(lambda: receiver.arrivals, 5, 0.005, "the call never arrived")
         started = time.monotonic()
         sender.close()
         assert hanging.result(timeout=5) == failed("sender is closed")

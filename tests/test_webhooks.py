@@ -29,7 +29,7 @@ from clock_server.store.claims import SqlClaimStore
 from clock_server.store.history import AlarmHistory
 from clock_server.testing import SettableClock
 from tests.harness import ServiceHarness
-from tests.support import serve_wsgi, settle
+from tests.support import eventually, serve_wsgi, settle
 from tests.webhook_receiver import Answer, Received, Receiver, Wire, raw_receiving, receiving
 
 
@@ -88,10 +88,13 @@ class Harness(ServiceHarness):
         """Wait for the webhook calls in flight, but those waiting on the clock for their
         moment, then record their answers."""
         assert self.engine.webhooks is not None and self.engine.webhook_recorder is not None
-        deadline = time.monotonic() + timeout_s
-        while self.engine.webhooks.in_flight > self.clock.sleepers:
-            assert time.monotonic() < deadline, "webhook calls still in flight"
-            time.sleep(0.002)
+        webhooks = self.engine.webhooks
+        eventually(
+            lambda: webhooks.in_flight <= self.clock.sleepers,
+            timeout_s,
+            0.002,
+            "webhook calls still in flight",
+        )
         while self.engine.webhook_recorder.run_once() == 0.0:
             pass
 
