@@ -24,34 +24,17 @@ from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import open_database
+from tests.api_support import DROP, MINUTE, NOW, OpenApiChecker, assert_error, body, rows
 
-NOW = 1_700_000_000_000  # SettableClock's start; asserted in test_fake_clock_start
-MINUTE = 60_000
 ALARM_KEYS = {
     "id", "application", "business_id", "payload", "target_ring_at", "latest_ring_at",
     "next_try_time", "retry_times", "status", "rung_at", "created_at", "updated_at",
     "ring_after_count", "count",
 }  # fmt: skip
-_ANY = object()
 PROBES = ("/livez", "/readyz", "/healthz")
 
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def body(**overrides: Any) -> dict[str, Any]:
-    """A valid create request, changed by `overrides` (a value of _DROP removes the key)."""
-    data: dict[str, Any] = {
-        "application": "app",
-        "business_id": "order-1",
-        "payload": '{"hello": "world"}',
-        "target_ring_at": NOW + MINUTE,
-    }
-    data.update(overrides)
-    return {key: value for key, value in data.items() if value is not _DROP}
-
-
-_DROP = object()
 
 
 def key_url(application: str, business_id: str) -> str:
@@ -72,10 +55,6 @@ def create(api, **overrides: Any) -> dict[str, Any]:  # type: ignore[no-untyped-
     return response.get_json()  # type: ignore[no-any-return]
 
 
-def rows(api) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
-    return [alarm.to_json() for alarm in api.store.list(None, None, 10_000, None)]
-
-
 @contextmanager
 def unchanged(api) -> Iterator[None]:  # type: ignore[no-untyped-def]
     """The block's requests must leave the database and the engine untouched."""
@@ -83,25 +62,6 @@ def unchanged(api) -> Iterator[None]:  # type: ignore[no-untyped-def]
     yield
     assert rows(api) == before
     assert api.notifier.due == due_before
-
-
-def assert_error(response, status: int, code: str | None = None, field: Any = _ANY) -> dict:  # type: ignore[no-untyped-def]
-    """The response is `status` with exactly {"error": {"code", "message", "field"[, "status"]}}."""
-    assert response.status_code == status, response.get_data(as_text=True)
-    assert response.mimetype == "application/json"
-    data = response.get_json()
-    assert set(data) == {"error"}
-    error = data["error"]
-    expected = {"code", "message", "field"} | ({"status"} if status == 409 else set())
-    assert set(error) == expected
-    assert isinstance(error["code"], str)
-    assert isinstance(error["message"], str) and error["message"]
-    assert error["field"] is None or isinstance(error["field"], str)
-    if code is not None:
-        assert error["code"] == code
-    if field is not _ANY:
-        assert error["field"] == field
-    return error  # type: ignore[no-any-return]
 
 
 def assert_4xx(response) -> None:  # type: ignore[no-untyped-def]
@@ -163,7 +123,7 @@ def test_create_returns_201_and_the_full_alarm(api) -> None:
 
 def test_create_with_delay_ms_computes_the_target_from_the_clock(api) -> None:
     api.clock.set(NOW + 12_345)
-    alarm = create(api, target_ring_at=_DROP, delay_ms=5_000)
+    alarm = create(api, target_ring_at=DROP, delay_ms=5_000)
     assert alarm["target_ring_at"] == NOW + 12_345 + 5_000
     assert alarm["next_try_time"] == alarm["target_ring_at"]
     assert alarm["created_at"] == alarm["updated_at"] == NOW + 12_345
@@ -171,7 +131,7 @@ def test_create_with_delay_ms_computes_the_target_from_the_clock(api) -> None:
 
 
 def test_create_with_delay_zero_is_due_now(api) -> None:
-    alarm = create(api, target_ring_at=_DROP, delay_ms=0)
+    alarm = create(api, target_ring_at=DROP, delay_ms=0)
     assert alarm["target_ring_at"] == NOW
 
 
@@ -355,7 +315,7 @@ def test_deeply_nested_json_over_the_body_limit_is_413(api) -> None:
 @pytest.mark.parametrize("field", ["application", "business_id", "payload"])
 def test_missing_field_is_400(api, field: str) -> None:
     with unchanged(api):
-        error = assert_error(post(api, body(**{field: _DROP})), 400, "validation_error", field)
+        error = assert_error(post(api, body(**{field: DROP})), 400, "validation_error", field)
     assert field in error["message"]
 
 
@@ -368,8 +328,8 @@ def test_missing_field_is_400(api, field: str) -> None:
         ({"target_ring_at": True}, "target_ring_at"),
         ({"target_ring_at": [NOW]}, "target_ring_at"),
         ({"target_ring_at": {"ms": NOW}}, "target_ring_at"),
-        ({"delay_ms": "1000", "target_ring_at": _DROP}, "delay_ms"),
-        ({"delay_ms": False, "target_ring_at": _DROP}, "delay_ms"),
+        ({"delay_ms": "1000", "target_ring_at": DROP}, "delay_ms"),
+        ({"delay_ms": False, "target_ring_at": DROP}, "delay_ms"),
         ({"latest_ring_at": "tomorrow"}, "latest_ring_at"),
         ({"application": 5}, "application"),
         ({"application": None}, "application"),
@@ -391,7 +351,7 @@ def test_both_target_and_delay_are_400(api) -> None:
     assert "not both" in error["message"]
 
 
-@pytest.mark.parametrize("target", [_DROP, None], ids=["absent", "null"])
+@pytest.mark.parametrize("target", [DROP, None], ids=["absent", "null"])
 def test_neither_target_nor_delay_is_400(api, target: Any) -> None:
     with unchanged(api):
         assert_error(
@@ -406,9 +366,9 @@ def test_neither_target_nor_delay_is_400(api, target: Any) -> None:
         ({"target_ring_at": MAX_EPOCH_MS + 1}, "target_ring_at"),
         ({"target_ring_at": 10**30}, "target_ring_at"),
         ({"target_ring_at": -(10**30)}, "target_ring_at"),
-        ({"target_ring_at": _DROP, "delay_ms": -1}, "delay_ms"),
-        ({"target_ring_at": _DROP, "delay_ms": MAX_EPOCH_MS + 1}, "delay_ms"),
-        ({"target_ring_at": _DROP, "delay_ms": MAX_EPOCH_MS - NOW + 1}, "delay_ms"),
+        ({"target_ring_at": DROP, "delay_ms": -1}, "delay_ms"),
+        ({"target_ring_at": DROP, "delay_ms": MAX_EPOCH_MS + 1}, "delay_ms"),
+        ({"target_ring_at": DROP, "delay_ms": MAX_EPOCH_MS - NOW + 1}, "delay_ms"),
         ({"latest_ring_at": -1}, "latest_ring_at"),
         ({"latest_ring_at": MAX_EPOCH_MS + 1}, "latest_ring_at"),
     ],
@@ -419,7 +379,7 @@ def test_numbers_out_of_range_are_400(api, overrides: dict[str, Any], field: str
 
 
 def test_delay_reaching_exactly_year_9999_is_accepted(api) -> None:
-    alarm = create(api, target_ring_at=_DROP, delay_ms=MAX_EPOCH_MS - NOW)
+    alarm = create(api, target_ring_at=DROP, delay_ms=MAX_EPOCH_MS - NOW)
     assert alarm["target_ring_at"] == MAX_EPOCH_MS
 
 
@@ -427,7 +387,7 @@ def test_delay_reaching_exactly_year_9999_is_accepted(api) -> None:
     "overrides",
     [
         {"latest_ring_at": NOW + MINUTE - 1},
-        {"target_ring_at": _DROP, "delay_ms": 10, "latest_ring_at": NOW + 9},
+        {"target_ring_at": DROP, "delay_ms": 10, "latest_ring_at": NOW + 9},
     ],
     ids=["target", "delay"],
 )
@@ -584,8 +544,8 @@ def test_batch_gives_per_item_results_in_order(api) -> None:
     api.clock.advance(1_000)
     items = [
         body(business_id="a", payload="first a", target_ring_at=NOW + 3 * MINUTE),
-        body(business_id="bad", payload=_DROP),
-        body(business_id="b", target_ring_at=_DROP, delay_ms=2 * MINUTE),
+        body(business_id="bad", payload=DROP),
+        body(business_id="b", target_ring_at=DROP, delay_ms=2 * MINUTE),
         body(business_id="a", payload="second a", target_ring_at=NOW + 9 * MINUTE),
         42,
         body(business_id="existing", payload="changed?"),
@@ -1231,48 +1191,6 @@ def _openapi(api) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     return response.get_json()  # type: ignore[no-any-return]
 
 
-def _pointer(*parts: str) -> str:
-    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in parts)
-
-
-class OpenApiChecker:
-    """Validates real responses and requests against the schemas of the served document."""
-
-    BASE = "urn:clock-openapi"
-
-    def __init__(self, document: dict[str, Any]) -> None:
-        from jsonschema import Draft202012Validator
-        from referencing import Registry, Resource
-        from referencing.jsonschema import DRAFT202012
-
-        self.document = document
-        self._validator = Draft202012Validator
-        resource = Resource.from_contents(document, default_specification=DRAFT202012)
-        self._registry = Registry().with_resource(self.BASE, resource)
-
-    def validate(self, instance: Any, *parts: str) -> None:
-        schema = {"$ref": f"{self.BASE}#{_pointer(*parts)}"}
-        errors = [
-            f"{list(e.absolute_path)}: {e.message}"
-            for e in self._validator(schema, registry=self._registry).iter_errors(instance)
-        ]
-        assert not errors, (parts, instance, errors)
-
-    def response(self, template: str, method: str, response: Any) -> None:
-        operation = self.document["paths"][template][method.lower()]
-        status = str(response.status_code)
-        assert status in operation["responses"], f"{method} {template} {status} not documented"
-        content = operation["responses"][status].get("content")
-        assert content is not None, f"{method} {template} {status} has no documented body"
-        assert response.mimetype in content
-        parts = ("paths", template, method.lower(), "responses", status, "content")
-        self.validate(response.get_json(), *parts, response.mimetype, "schema")
-
-    def request(self, template: str, method: str, data: Any) -> None:
-        parts = ("paths", template, method.lower(), "requestBody", "content", "application/json")
-        self.validate(data, *parts, "schema")
-
-
 def test_openapi_is_a_3_1_document_with_valid_schemas(api) -> None:
     from jsonschema import Draft202012Validator
 
@@ -1348,7 +1266,7 @@ def test_real_responses_validate_against_the_openapi_schemas(api) -> None:
 
     new = body(latest_ring_at=NOW + 2 * MINUTE)
     check.request("/v1/alarms", "POST", new)
-    check.request("/v1/alarms", "POST", body(target_ring_at=_DROP, delay_ms=5))
+    check.request("/v1/alarms", "POST", body(target_ring_at=DROP, delay_ms=5))
     check.response("/v1/alarms", "POST", c.post("/v1/alarms", json=new))  # 201
     check.response("/v1/alarms", "POST", c.post("/v1/alarms", json=new))  # 200
     check.response("/v1/alarms", "POST", c.post("/v1/alarms", json={}))  # 400

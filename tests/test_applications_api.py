@@ -24,7 +24,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.schema import application_table, rate_bucket_table
 from clock_server.testing import InMemoryPublisher, SettableClock
-from tests.test_api import MINUTE, NOW, OpenApiChecker, assert_error, body
+from tests.api_support import MINUTE, NOW, OpenApiChecker, assert_error, body
 
 ONE = "/v1/applications/{application}"
 LIST = "/v1/applications"

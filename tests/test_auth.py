@@ -36,8 +36,8 @@ from clock_server.runtime.serve import log_authentication, serve
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import InMemoryPublisher, SettableClock
+from tests.api_support import MINUTE, NOW, OpenApiChecker, assert_error, body, rows
 from tests.support import ServerProcess, serve_wsgi
-from tests.test_api import MINUTE, NOW, OpenApiChecker, assert_error, body, rows
 
 ORDERS = "orders-token-0123456789"  # orders and billing
 OTHER = "other-token-0123456789ab"  # other

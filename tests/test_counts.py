@@ -19,7 +19,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.counts import AlarmCounts
 from clock_server.store.history import AlarmHistory
 from clock_server.testing import SettableClock
-from tests.test_api import OpenApiChecker
+from tests.api_support import OpenApiChecker
 from tests.test_history_api import BILLING, NOW, Harness, serve
 
 HOUR = 3_600_000

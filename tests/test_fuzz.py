@@ -59,8 +59,8 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import open_database
 from clock_server.testing import InMemoryPublisher, SettableClock
+from tests.api_support import OpenApiChecker
 from tests.support import ServerProcess
-from tests.test_api import OpenApiChecker
 
 EXAMPLES = int(os.environ.get("CLOCK_FUZZ_EXAMPLES", "150"))  # per operation and mode
 RANDOM = bool(os.environ.get("CLOCK_FUZZ_RANDOM"))

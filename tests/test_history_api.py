@@ -15,8 +15,8 @@ from clock_server.store import events as events_store
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.schema import event_table
 from clock_server.testing import SettableClock
+from tests.api_support import OpenApiChecker
 from tests.harness import ServiceHarness
-from tests.test_api import OpenApiChecker
 
 NOW = 1_700_000_000_000
 BILLING = "billing-token-0123456789"  # billing only

@@ -17,8 +17,8 @@ from clock_server.errors import ConfigError
 from clock_server.model import NOT_CONFIRMED
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import SettableClock
+from tests.api_support import OpenApiChecker
 from tests.support import metric_value
-from tests.test_api import OpenApiChecker
 from tests.test_history_api import ADMIN, BILLING, NOW, Harness, serve
 
 READER = "reader-token-0123456789ab"

@@ -23,9 +23,9 @@ from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue
 from clock_server.store.schema import dead_letter_table
 from clock_server.testing import SettableClock
+from tests.api_support import OpenApiChecker
 from tests.harness import ServiceHarness
 from tests.support import eventually, unique
-from tests.test_api import OpenApiChecker
 
 NOW = 1_700_000_000_000
 APP = "jobs"
