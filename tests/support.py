@@ -49,10 +49,10 @@ def eventually(
     interval_s: float = 0.01,
     message: str | Callable[[], str] = "",
 ) -> T:
-    """Call `check` until it returns a true value, and return that value. A check that raises
-    AssertionError has not come true yet. After `timeout_s` of real time, raise AssertionError
-    with `message` (when a callable, called then: it can describe the state at the end) and
-    the last value or failure."""
+    """Call `check` every `interval_s` until it returns a true value, and return that value. A
+    check that raises AssertionError has not come true yet; any other exception ends the wait.
+    After `timeout_s` of real time, raise AssertionError with `message` (when a callable,
+    called then: it can describe the state at the end) and the last value or failure."""
     deadline = time.monotonic() + timeout_s
     while True:
         failure: AssertionError | None = None
