@@ -19,8 +19,8 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.counts import AlarmCounts
 from clock_server.store.history import AlarmHistory
 from clock_server.testing import SettableClock
-from tests.api_support import OpenApiChecker
-from tests.test_history_api import BILLING, NOW, Harness, serve
+from tests.api_support import NOW, OpenApiChecker
+from tests.history_harness import BILLING, Harness
 
 HOUR = 3_600_000
 
@@ -32,7 +32,7 @@ def harness(store: AlarmStore, fake_clock: SettableClock) -> Harness:
 
 @pytest.fixture
 def server(harness: Harness) -> Iterator[str]:
-    yield from serve(harness)
+    yield from harness.serve()
 
 
 def create(h: Harness, business_id: str, **fields: Any) -> Any:

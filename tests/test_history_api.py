@@ -15,22 +15,10 @@ from clock_server.store import events as events_store
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.schema import event_table
 from clock_server.testing import SettableClock
-from tests.api_support import OpenApiChecker
-from tests.harness import ServiceHarness
+from tests.api_support import NOW, OpenApiChecker
+from tests.history_harness import ADMIN, BILLING, OTHER, Harness
 
-NOW = 1_700_000_000_000
-BILLING = "billing-token-0123456789"  # billing only
-OTHER = "other-token-0123456789ab"
-ADMIN = "admin-token-0123456789abc="
-TOKENS = f"{BILLING}=billing; {OTHER}=other; {ADMIN}=*"
 EVENTS = "/v1/alarms/{application}/{business_id}/events"
-
-
-class Harness(ServiceHarness):
-    """The service harness with tokens of billing, other and an admin."""
-
-    def __init__(self, store: AlarmStore, clock: SettableClock, tokens: str = TOKENS) -> None:
-        super().__init__(store, clock, tokens, retry_base_s=1, retry_cap_s=8, retry_max=3)
 
 
 @pytest.fixture
@@ -40,11 +28,6 @@ def harness(store: AlarmStore, fake_clock: SettableClock) -> Harness:
 
 @pytest.fixture
 def server(harness: Harness) -> Iterator[str]:
-    yield from serve(harness)
-
-
-def serve(harness: Harness) -> Iterator[str]:
-    """The harness's app on a real HTTP server, for the SDK: its base URL until closed."""
     yield from harness.serve()
 
 

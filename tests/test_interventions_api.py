@@ -17,9 +17,9 @@ from clock_server.errors import ConfigError
 from clock_server.model import NOT_CONFIRMED
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import SettableClock
-from tests.api_support import OpenApiChecker
+from tests.api_support import NOW, OpenApiChecker
+from tests.history_harness import ADMIN, BILLING, Harness
 from tests.support import metric_value
-from tests.test_history_api import ADMIN, BILLING, NOW, Harness, serve
 
 READER = "reader-token-0123456789ab"
 READ_ONLY_TOKENS = f"{BILLING}=billing; {ADMIN}=*; {READER}=*:read"
@@ -32,7 +32,7 @@ def harness(store: AlarmStore, fake_clock: SettableClock) -> Harness:
 
 @pytest.fixture
 def server(harness: Harness) -> Iterator[str]:
-    yield from serve(harness)
+    yield from harness.serve()
 
 
 def create(h: Harness, business_id: str, target: int = NOW + 1_000, **extra: Any) -> None:

@@ -25,8 +25,9 @@ from clock_client import (
 from clock_server.api.long_polls import LongPollSlots
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import SettableClock
+from tests.api_support import NOW
+from tests.pull_harness import APP, JOBS, OTHER, VISIBILITY_MS, Harness
 from tests.support import eventually, free_port, serve_wsgi
-from tests.test_pull import APP, JOBS, NOW, OTHER, VISIBILITY_MS, Harness
 
 
 @pytest.fixture

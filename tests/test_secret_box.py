@@ -28,7 +28,7 @@ from clock_server.store.schema import application_table
 from clock_server.store.secret_box import SEALED_PREFIX, SecretBox, SecretUnreadable
 from clock_server.store.stored_secrets import StoredSecrets
 from clock_server.testing import SettableClock
-from tests.test_webhooks import Harness, real_now_ms
+from tests.webhook_harness import Harness, real_now_ms
 from tests.webhook_receiver import Receiver, receiving
 
 OLD_KEY = Fernet.generate_key().decode()
