@@ -5,7 +5,6 @@ drops) its alarms, and its own retry policy applies."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -16,7 +15,7 @@ from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 from .harness import HoldingPublisher, create, engine_on, preload
-from .support import drive, settle
+from .support import drive, eventually, metric_value, settle
 
 
 @pytest.fixture
@@ -132,7 +131,7 @@ def test_with_every_lane_busy_an_application_with_few_due_rings_in_the_express_l
         assert engine.ringer.run_once() == pytest.approx(0.1)  # burst has many due: not express
         fake_clock.set(now + 1_100)
         assert engine.ringer.run_once() == 0.0  # quiet's first to an express lane
-        wait_until(lambda: len(publisher.published) == 1 and engine.ringer.in_flight == 2)
+        eventually(lambda: len(publisher.published) == 1 and engine.ringer.in_flight == 2)
         assert engine.ringer.run_once() == pytest.approx(0.1)  # its second is due in 0.1 s
     finally:
         publisher.release.set()
@@ -162,7 +161,7 @@ def test_an_express_batch_waiting_for_its_confirms_does_not_hold_the_next(
         ):  # each falls due while the ones before still wait
             fake_clock.set(now + 1_000 + 100 * i)
             engine.ringer.run_once()
-            wait_until(lambda: publisher.holding == i + 1)  # noqa: B023 - waited on at once
+            eventually(lambda: publisher.holding == i + 1)  # noqa: B023 - waited on at once
     finally:
         publisher.release.set()
     drive(engine, fake_clock, now + 2_000)
@@ -185,7 +184,7 @@ def test_beside_a_backlog_few_due_go_to_the_express_lane_even_with_a_lane_free(
     fake_clock.set(now + 1_000)
     try:
         assert engine.ringer.run_once() == 0.0  # quiet's two express, a batch of burst in a lane
-        wait_until(lambda: len(publisher.published) == 2 and engine.ringer.in_flight == 1)
+        eventually(lambda: len(publisher.published) == 2 and engine.ringer.in_flight == 1)
         assert [m["id"] for m in sent(publisher)] == quiet
     finally:
         publisher.release.set()
@@ -212,15 +211,16 @@ def test_beside_a_backlog_few_due_wait_for_an_express_lane_not_in_a_backlogs_bat
         for i in range(engine.tuning.express_lanes):
             fake_clock.set(now + 1_000 + 100 * i)
             engine.ringer.run_once()
-            wait_until(lambda: publisher.holding == i + 1)  # noqa: B023 - waited on at once
+            eventually(lambda: publisher.holding == i + 1)  # noqa: B023 - waited on at once
         fake_clock.set(
             now + 1_000 + 100 * engine.tuning.express_lanes
         )  # quiet's last due, no express lane
-        deadline = time.monotonic() + 5
-        while len(publisher.published_for("burst")) < 300:  # the lanes ring burst meanwhile
-            assert time.monotonic() < deadline, "the lanes never rang burst"
+
+        def burst_rang() -> bool:  # the lanes ring burst meanwhile
             engine.ringer.run_once()
-            time.sleep(0.001)
+            return len(publisher.published_for("burst")) >= 300
+
+        eventually(burst_rang, interval_s=0.001, message="the lanes never rang burst")
         assert publisher.published_for("quiet") == []
         assert engine.heap.held_per_application()["quiet"] == 1
     finally:
@@ -292,13 +292,6 @@ def test_beside_other_applications_a_backlog_rings_in_fewer_lanes_at_once(
     assert len(publisher.published_for("quiet")) == int(beside)
 
 
-def wait_until(condition, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the express lane never finished"
-        time.sleep(0.001)
-
-
 def test_without_a_backlog_alarms_ring_earliest_first(store, fake_clock, publisher, make_engine):
     engine = make_engine(ring_batch=1_000, ring_lanes=1, ring_lead_ms=0)
     now = fake_clock.now_ms()
@@ -335,8 +328,8 @@ def test_a_delivery_rate_holds_alarms_back_and_never_drops_them(
     times = sorted(m["published_at"] for m in slow_sent)
     window = [t for t in times if now + 1_000 <= t < now + 2_000]
     assert len(window) <= 5 + 10  # never more than the burst and the rate
-    assert engine.metrics.throttled.labels("slow")._value.get() >= 20
-    assert engine.metrics.throttle_delay._sum.get() > 0
+    assert metric_value(engine.metrics, "clock_ring_throttled_total", {"application": "slow"}) >= 20
+    assert metric_value(engine.metrics, "clock_ring_throttle_delay_seconds_sum") > 0
     assert {a.status for a in store.list("slow", None, 100, None)} == {"rung"}
 
 

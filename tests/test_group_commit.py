@@ -13,6 +13,8 @@ import pytest
 from clock_server.errors import Unavailable
 from clock_server.store.group_commit import GroupCommit
 
+from .support import eventually
+
 
 class Writes:
     """Write functions that record their calls; `hold` keeps the first write in flight."""
@@ -43,10 +45,11 @@ class Writes:
 
 
 def queued(group_commit: GroupCommit[int, int], count: int) -> None:
-    deadline = time.monotonic() + 5
-    while len(group_commit._waiting) < count:
-        assert time.monotonic() < deadline, "the submissions did not queue"
-        time.sleep(0.001)
+    eventually(
+        lambda: len(group_commit._waiting) >= count,
+        interval_s=0.001,
+        message="the submissions did not queue",
+    )
 
 
 def submit_while_first_is_in_flight(

@@ -5,20 +5,12 @@ be one more pass of the loop per alarm)."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 from clock_server.errors import Unavailable
 from clock_server.store.claims import SqlClaimStore
 
 from .harness import HoldingPublisher, create, engine_on, preload
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
+from .support import eventually
 
 
 class Wakes:
@@ -38,7 +30,7 @@ def test_a_batch_rung_with_a_lane_to_spare_does_not_wake_the_loop(store, fake_cl
     fake_clock.set(now + 1_000)
     assert engine.ringer.run_once() == 0.0
     assert engine.ringer.run_once() == 1.0  # the loop sleeps until the next is due
-    wait_until(lambda: engine.ringer.in_flight == 0)
+    eventually(lambda: engine.ringer.in_flight == 0)
     assert len(publisher.published) == 1
     assert wakes.count == 0
 
@@ -56,11 +48,11 @@ def test_a_lane_coming_free_wakes_the_loop_that_waited_for_one(mariadb_store, fa
     try:
         assert engine.ringer.run_once() == 0.0  # both lanes take a batch, and hang
         assert engine.ringer.run_once() == 0.0
-        wait_until(lambda: publisher.holding == 2)
+        eventually(lambda: publisher.holding == 2)
         assert engine.ringer.run_once() is None  # no lane: it waits for one to come free
     finally:
         publisher.release.set()
-    wait_until(lambda: engine.ringer.in_flight == 0)
+    eventually(lambda: engine.ringer.in_flight == 0)
     assert wakes.count >= 1
 
 
@@ -91,6 +83,6 @@ def test_claims_a_failed_batch_puts_back_wake_the_loop(store, fake_clock, publis
     assert engine.ringer.run_once() == 0.0
     assert engine.ringer.run_once() == 8.0  # asleep until the second, 8 s away
     claims.fail.set()
-    wait_until(lambda: engine.ringer.in_flight == 0)
+    eventually(lambda: engine.ringer.in_flight == 0)
     assert wakes.count == 1  # the first is back in the heap, due again in a second
     assert engine.heap.next_due_ms() == now + 2_000
