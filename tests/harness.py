@@ -12,7 +12,7 @@ from clock_server.api.services import Services
 from clock_server.api.tokens import load_tokens
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.model import NewAlarm
-from clock_server.runtime.build import compose
+from clock_server.runtime.build import Given, compose
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
@@ -49,15 +49,12 @@ class ServiceHarness:
         )
         self.publisher = InMemoryPublisher()
         self.dead_letters = InMemoryDeadLetterPublisher()
-        self.runtime = compose(
-            self.settings,
-            store,
-            clock,
-            tokens=load_tokens(tokens, ""),
+        given = Given(
             publisher=self.publisher,
             dead_letter_publisher=self.dead_letters,
             policies=self._policies(),
         )
+        self.runtime = compose(self.settings, store, clock, True, load_tokens(tokens, ""), given)
         assert self.runtime.app is not None and self.runtime.engine is not None
         self.app: Any = self.runtime.app
         self.services: Services = self.app.extensions["clock"]

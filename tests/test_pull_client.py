@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -142,19 +142,28 @@ def test_the_consumer_acks_what_its_handler_handled(harness: Harness, server: st
     assert failed[0].id == flaky_id
 
 
-def test_the_consumer_stops_from_another_thread_while_the_server_is_away():
-    client = ClockClient(f"http://127.0.0.1:{free_port()}", token=JOBS, retries=0)
-    failures: list[Unavailable] = []
+E = TypeVar("E", bound=Exception)
+
+
+def pulls_failing(client: ClockClient, kind: type[E]) -> list[E]:
+    """The errors of `kind` that `client`'s pulls raise from now on, as they come."""
+    failures: list[E] = []
     pull = client.pull
 
     def recording(*args: Any, **kwargs: Any) -> list[PulledMessage]:
         try:
             return pull(*args, **kwargs)
-        except Unavailable as failure:
+        except kind as failure:
             failures.append(failure)
             raise
 
     client.pull = recording  # type: ignore[method-assign]
+    return failures
+
+
+def test_the_consumer_stops_from_another_thread_while_the_server_is_away():
+    client = ClockClient(f"http://127.0.0.1:{free_port()}", token=JOBS, retries=0)
+    failures = pulls_failing(client, Unavailable)
     consumer = PullConsumer(client, APP, lambda message: None, wait_s=0.1)
     thread = threading.Thread(target=consumer.run)
     thread.start()
@@ -171,19 +180,9 @@ def test_the_consumer_stops_from_another_thread_while_the_server_is_away():
 def test_the_consumer_comes_back_when_too_many_pulls_wait(harness: Harness, server: str):
     h = harness
     slots = h.app.extensions["clock"].long_polls = LongPollSlots(4)  # one pull waits at once
-    refusals: list[RateLimited] = []
     handled: list[AlarmMessage] = []
     with ClockClient(server, token=JOBS, retries=0) as client:
-        pull = client.pull
-
-        def recording(*args: Any, **kwargs: Any) -> list[PulledMessage]:
-            try:
-                return pull(*args, **kwargs)
-            except RateLimited as refused:
-                refusals.append(refused)
-                raise
-
-        client.pull = recording  # type: ignore[method-assign]
+        refusals = pulls_failing(client, RateLimited)
         consumer = PullConsumer(client, APP, handled.append, wait_s=0.2)
         thread = threading.Thread(target=consumer.run)
         with slots.waiting(APP):  # another pull of jobs waits meanwhile

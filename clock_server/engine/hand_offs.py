@@ -3,11 +3,12 @@ its moment, never before.
 
 - RabbitMQ: every moment's rows go to the publisher at once (`Publisher.start_timed`), which
   sends each group when its moment comes; the batch waits for the confirms.
-- Webhook: the rows are marked delivering in the batch's transaction and each call is
-  started in its application's pool, which waits for the call's moment on the clock.
-- Pull: the rows are marked delivering with their moment as `next_try_time`: pullers lease
-  only rows whose time has come, so each becomes visible at its moment, however early the
-  transaction commits.
+- Webhook (`DeliveringHandOff` with calls): the rows are marked delivering in the batch's
+  transaction and each call is started in its application's pool, which waits for the
+  call's moment on the clock.
+- Pull (`DeliveringHandOff`): the rows are marked delivering with their moment as
+  `next_try_time`: pullers lease only rows whose time has come, so each becomes visible at
+  its moment, however early the transaction commits.
 """
 
 from __future__ import annotations
@@ -87,35 +88,25 @@ class AmqpHandOff:
         return Handed(waiting=hand_over(rows, batch.due_at, self.clock, connections))
 
 
-class WebhookHandOff:
-    """Rows to their applications' webhooks: marked delivering until the call's timeout and
-    a margin, the engine's claim kept (a takeover sends the call again), each call started
-    at its moment; the answers are recorded by the `WebhookRecorder`, fenced by version."""
+class DeliveringHandOff:
+    """Rows marked delivering in the batch's transaction, each for its moment.
 
-    def __init__(self, channels: Channels, clock: Clock) -> None:
+    A pull row is nobody's and ready from its moment: pullers lease it then. A webhook row
+    (with `calls`) keeps the engine's claim until its moment, the call's timeout and a margin
+    (a takeover sends the call again), and its call starts in its application's pool at its
+    moment; the answers are recorded by the `WebhookRecorder`, fenced by version."""
+
+    def __init__(self, channels: Channels, clock: Clock, calls: bool) -> None:
         self.channels = channels
         self.clock = clock
+        self.calls = calls
 
     def hand(self, tx: RingTransaction, rows: list[RingRow], batch: Batch) -> Handed:
         handed = _due_now_or_later(rows, batch, self.clock.now_ms())
         if handed.delivered:
             self.channels.hand_off(tx, handed.delivered, self.clock.now_ms(), batch.routes)
-            self.channels.call(handed.delivered, batch.versions, batch.routes)
-        return handed
-
-
-class PullHandOff:
-    """Rows to their applications' pullers: marked delivering, nobody's, ready from their
-    moment."""
-
-    def __init__(self, channels: Channels, clock: Clock) -> None:
-        self.channels = channels
-        self.clock = clock
-
-    def hand(self, tx: RingTransaction, rows: list[RingRow], batch: Batch) -> Handed:
-        handed = _due_now_or_later(rows, batch, self.clock.now_ms())
-        if handed.delivered:
-            self.channels.hand_off(tx, handed.delivered, self.clock.now_ms(), batch.routes)
+            if self.calls:
+                self.channels.call(handed.delivered, batch.versions, batch.routes)
         return handed
 
 

@@ -85,35 +85,36 @@ class Runtime:
         log.info("stopped", extra={"action": "server_stopped"})
 
 
+@dataclass(frozen=True)
+class Given:
+    """Parts handed to the root instead of the real ones (the in-memory twins, in tests):
+    the publisher (and the express lanes' one, by default `publisher` too), the webhook
+    sender, the dead-letter publisher, and the applications' policies as the engine reads
+    them. Any left None is the real one."""
+
+    publisher: StartingPublisher | None = None
+    express_publisher: StartingPublisher | None = None
+    webhook_sender: WebhookSender | None = None
+    dead_letter_publisher: DeadLetterPublisher | None = None
+    policies: ApplicationPolicies | None = None
+
+
+REAL = Given()
+
+
 def build(
     settings: Settings,
     clock: Clock | None = None,
     serve_http: bool = True,
     tokens: TokenTable | LiveTokens | None = None,
-    *,
-    publisher: StartingPublisher | None = None,
-    express_publisher: StartingPublisher | None = None,
-    webhook_sender: WebhookSender | None = None,
-    dead_letter_publisher: DeadLetterPublisher | None = None,
+    given: Given = REAL,
 ) -> Runtime:
     """Create every part from `settings`; nothing starts until Runtime.start(). The tokens
     are read from the settings' CLOCK_TOKENS or CLOCK_TOKENS_FILE unless given. The
-    database is the settings' (migrated first with CLOCK_MIGRATE_ON_START); see `compose`
-    for the other parts that may be given."""
-    if tokens is None and serve_http:
-        tokens = load_tokens(settings.tokens, settings.tokens_file)
+    database is the settings' (migrated first with CLOCK_MIGRATE_ON_START); `given` parts
+    replace the real ones (`compose`)."""
     store = open_store(settings)
-    return compose(
-        settings,
-        store,
-        clock or SystemClock(),
-        serve_http=serve_http,
-        tokens=tokens,
-        publisher=publisher,
-        express_publisher=express_publisher,
-        webhook_sender=webhook_sender,
-        dead_letter_publisher=dead_letter_publisher,
-    )
+    return compose(settings, store, clock or SystemClock(), serve_http, tokens, given)
 
 
 def open_store(settings: Settings) -> AlarmStore:
@@ -130,27 +131,22 @@ def compose(
     settings: Settings,
     store: AlarmStore,
     clock: Clock,
-    *,
     serve_http: bool = True,
     tokens: TokenTable | LiveTokens | None = None,
-    publisher: StartingPublisher | None = None,
-    express_publisher: StartingPublisher | None = None,
-    webhook_sender: WebhookSender | None = None,
-    dead_letter_publisher: DeadLetterPublisher | None = None,
-    policies: ApplicationPolicies | None = None,
+    given: Given = REAL,
 ) -> Runtime:
     """Every part on an open `store`, as the server wires them: the engine (unless
     CLOCK_RUN_ENGINE is off), the HTTP app (with `serve_http`), maintenance.
 
     By default the engine publishes by AMQP to the settings' broker, on two connections
-    (the express lanes' apart); given a `publisher` (the in-memory twin in tests), the
-    express lanes use `express_publisher`, or `publisher` too. The webhook sender and the
-    dead-letter publisher are the HTTP and AMQP ones unless given, and the applications'
-    policies as the engine reads them the store's (see `build_engine`)."""
+    (the express lanes' apart), calls webhooks by HTTP, publishes dead letters by AMQP and
+    reads the applications' policies from the store (see `build_engine`); `given` parts
+    replace those."""
     if tokens is None and serve_http:
         tokens = load_tokens(settings.tokens, settings.tokens_file)
     metrics = Metrics()
     engine = app = None
+    publisher, express_publisher = given.publisher, given.express_publisher
     if not settings.run_engine:
         publisher = express_publisher = None
     else:
@@ -163,9 +159,9 @@ def compose(
             clock,
             metrics,
             express_publisher=express_publisher,
-            webhook_sender=webhook_sender,
-            dead_letter_publisher=dead_letter_publisher,
-            policies=policies,
+            webhook_sender=given.webhook_sender,
+            dead_letter_publisher=given.dead_letter_publisher,
+            policies=given.policies,
         )
     if serve_http:
         services = build_services(

@@ -15,7 +15,7 @@ from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.channels import Channels
 from clock_server.engine.dead_letter_relay import DeadLetterRelay
 from clock_server.engine.delivery_gate import DeliveryGate
-from clock_server.engine.hand_offs import AmqpHandOff, HandOffs, PullHandOff, WebhookHandOff
+from clock_server.engine.hand_offs import AmqpHandOff, DeliveringHandOff, HandOffs
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.lead import LockLead
 from clock_server.engine.liveness import Liveness
@@ -255,7 +255,8 @@ def ring_parts(
     amqp = AmqpHandOff(publisher, ports.express_publisher or publisher, clock)
     hand_offs = HandOffs(amqp)
     if channels is not None:
-        hand_offs = HandOffs(amqp, WebhookHandOff(channels, clock), PullHandOff(channels, clock))
+        webhook = DeliveringHandOff(channels, clock, calls=True)
+        hand_offs = HandOffs(amqp, webhook, DeliveringHandOff(channels, clock, calls=False))
     lead = LockLead(
         tuning.lead_floor_ms, tuning.lead_ceiling_ms, tuning.lead_window, tuning.lead_margin_ms
     )
