@@ -113,6 +113,8 @@ def build(
     are read from the settings' CLOCK_TOKENS or CLOCK_TOKENS_FILE unless given. The
     database is the settings' (migrated first with CLOCK_MIGRATE_ON_START); `given` parts
     replace the real ones (`compose`)."""
+    if tokens is None and serve_http:  # a bad tokens file is refused before the database
+        tokens = load_tokens(settings.tokens, settings.tokens_file)
     store = open_store(settings)
     return compose(settings, store, clock or SystemClock(), serve_http, tokens, given)
 
