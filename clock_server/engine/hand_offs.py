@@ -21,7 +21,7 @@ from clock_server.broker.publisher import Publisher
 from clock_server.engine.channels import Channels, Route
 from clock_server.engine.dispatch import EXPRESS, LaneBatch
 from clock_server.engine.moments import Sent, by_moment, hand_over, past_cutoff
-from clock_server.model import AMQP, PULL, WEBHOOK, RingRow
+from clock_server.model import AMQP, PULL, WEBHOOK, Claim, RingRow
 from clock_server.store.ports import RingTransaction
 from clock_server.timesource import Clock
 
@@ -32,7 +32,7 @@ class Batch:
 
     plan: LaneBatch
     routes: Mapping[str, Route]
-    versions: Mapping[int, int]  # each claim's version as claimed
+    claims: list[Claim]  # as taken off the heap, with their versions as claimed
     due_at: dict[int, int]  # each row's due time as the heap had it
 
 
@@ -106,7 +106,9 @@ class DeliveringHandOff:
         if handed.delivered:
             self.channels.hand_off(tx, handed.delivered, self.clock.now_ms(), batch.routes)
             if self.calls:
-                self.channels.call(handed.delivered, batch.versions, batch.routes)
+                # Only a batch with webhook calls needs the versions that fence their answers.
+                versions = {claim.id: claim.version for claim in batch.claims}
+                self.channels.call(handed.delivered, versions, batch.routes)
         return handed
 
 

@@ -135,7 +135,7 @@ class BatchRinger:
             self.metrics.ring_lead_ms.set(lead_ms)
         due_at = {claim.id: claim.due_ms for claim in due}
         rows = self._keep_close(sorted(live, key=lambda r: due_at[r.id]), due_at, due, plan)
-        batch = Batch(plan, routes, {claim.id: claim.version for claim in due}, due_at)
+        batch = Batch(plan, routes, due, due_at)
         handed = Handed()
         for channel, rows_of in _by_channel(rows, routes).items():
             one = self.hand_offs.of(channel).hand(tx, rows_of, batch)
