@@ -126,3 +126,20 @@ def test_every_column_a_claim_or_a_ring_rewrites_keeps_its_size(db_url: str):
         assert isinstance(columns[name]["type"], (BigInteger, Integer, CHAR)), name
     assert columns["status"]["type"].length == STATUS_LENGTH
     assert max(len(status) for status in STATUSES) == STATUS_LENGTH
+
+
+def test_a_server_starts_on_the_schema_of_a_newer_release(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    """In a rolling upgrade a server of the release before may restart after the upgrade."""
+    db = open_database(f"sqlite:///{tmp_path / 'newer.db'}", pool_size=1)
+    migrate.upgrade(db)
+    with db.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'of_a_newer_release'"))
+    with pytest.raises(migrate.SchemaFromNewerRelease, match="of_a_newer_release"):
+        migrate.upgrade(db)
+    migrate.upgrade_at_start(db)
+    assert migrate.current(db) == "of_a_newer_release"
+    db.dispose()
+    actions = [getattr(record, "action", None) for record in caplog.records]
+    assert actions == ["schema_newer"]

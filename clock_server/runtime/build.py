@@ -124,7 +124,7 @@ def open_store(settings: Settings) -> AlarmStore:
     database whose webhook secrets CLOCK_SECRET_KEYS cannot open."""
     store = AlarmStore(open_database(settings.database_url, settings.db_pool_size))
     if settings.migrate_on_start:
-        migrate.upgrade(store.db)
+        migrate.upgrade_at_start(store.db)
     check_secrets_open(StoredSecrets(store, SecretBox.from_setting(settings.secret_keys)))
     return store
 
