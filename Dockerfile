@@ -35,5 +35,7 @@ EXPOSE 8080
 # /livez: the process and its engine's loops, never the database or the broker (a restart
 # would bring neither back).
 HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/livez').status == 200 else 1)"
+# Any clock-server command runs in place of serve: `docker run IMAGE db upgrade` migrates the
+# database of CLOCK_DATABASE_URL and exits (also db downgrade REV, db current, db history).
 ENTRYPOINT ["clock-server"]
 CMD ["serve"]

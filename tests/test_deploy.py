@@ -256,7 +256,7 @@ def test_the_kubernetes_example_gives_the_shutdown_its_time() -> None:
     selector = objects["Deployment"]["spec"]["selector"]["matchLabels"]
     assert objects["Service"]["spec"]["selector"] == selector
     (migrate,) = objects["Job"]["spec"]["template"]["spec"]["containers"]
-    assert migrate["args"] == ["migrate"]
+    assert migrate["args"] == ["db", "upgrade"]
 
 
 def test_the_image_checks_its_health_by_livez() -> None:

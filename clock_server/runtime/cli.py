@@ -1,6 +1,7 @@
-"""The `clock-server` command: `serve` (the default) runs the service, `migrate` migrates,
-`hash-token` prints the hashed form of a bearer token read from standard input,
-`reencrypt-secrets` seals every stored webhook secret with the first of CLOCK_SECRET_KEYS."""
+"""The `clock-server` command: `serve` (the default) runs the service, `db` migrates the
+database up or down or says where it stands (`migrate` is `db upgrade`), `hash-token` prints
+the hashed form of a bearer token read from standard input, `reencrypt-secrets` seals every
+stored webhook secret with the first of CLOCK_SECRET_KEYS."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import tempfile
 
 from clock_server import __version__
 from clock_server.errors import ConfigError
+from clock_server.runtime import db_commands
 from clock_server.runtime.process import configure_logging
-from clock_server.settings import Settings, mask_url
+from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_database
@@ -25,18 +27,7 @@ from clock_server.store.stored_secrets import StoredSecrets
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="clock-server",
-        description="Alarm-clock service. Settings come from CLOCK_* environment variables.",
-    )
-    parser.add_argument(
-        "command",
-        nargs="?",
-        default="serve",
-        choices=["serve", "migrate", "hash-token", "reencrypt-secrets"],
-    )
-    parser.add_argument("--version", action="version", version=f"clock {__version__}")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     if args.command == "hash-token":
         return hash_token()
     try:
@@ -45,10 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    if args.command == "migrate":
-        migrate.upgrade_url(settings.database_url)
-        logging.getLogger(__name__).info("migrated %s", mask_url(settings.database_url))
-        return 0
+    if args.command == "migrate":  # the spelling of before `db upgrade`
+        args = argparse.Namespace(command="db", db_action="upgrade", revision="head")
+    if args.command == "db":
+        return db_commands.run(args, settings)
     if args.command == "reencrypt-secrets":
         return reencrypt_secrets(settings)
     if settings.web_processes > 1:
@@ -63,6 +54,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
         return 2
     return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clock-server",
+        description="Alarm-clock service. Settings come from CLOCK_* environment variables.",
+    )
+    parser.add_argument("--version", action="version", version=f"clock {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="command")
+    commands.add_parser("serve", help="run the service (the default)")
+    db_commands.configure(
+        commands.add_parser(
+            "db",
+            help="the database schema: upgrade, downgrade, current, history",
+            description="Migrate the database of CLOCK_DATABASE_URL, or say where it stands.",
+        )
+    )
+    commands.add_parser("migrate", help="the same as `db upgrade`")
+    commands.add_parser("hash-token", help="print the hashed form of a token read from stdin")
+    commands.add_parser(
+        "reencrypt-secrets", help="seal the stored webhook secrets with the first secret key"
+    )
+    return parser
 
 
 def hash_token() -> int:
@@ -90,7 +104,7 @@ def reencrypt_secrets(settings: Settings) -> int:
     store = AlarmStore(open_database(settings.database_url, pool_size=2))
     try:
         if settings.migrate_on_start:
-            migrate.upgrade(store.db)
+            migrate.upgrade_at_start(store.db)
         secrets = StoredSecrets(store, SecretBox.from_setting(settings.secret_keys))
         try:
             changed = secrets.reseal()
