@@ -221,12 +221,14 @@ def delete_exchange(exchange: str, amqp_url: str = AMQP_URL) -> None:
 
 
 class ServerProcess:
-    """`clock-server` as a real subprocess, configured by CLOCK_* variables."""
+    """`clock-server` as a real subprocess, configured by CLOCK_* variables; `cwd` (first on
+    its sys.path) may hold another tree of clock_server, a release's."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, cwd: Path | None = None) -> None:
         self.port = free_port()
         self.env = {**os.environ, **env, "CLOCK_PORT": str(self.port), "CLOCK_HOST": "127.0.0.1"}
         self.log_path = log_path
+        self.cwd = cwd
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -238,6 +240,7 @@ class ServerProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "clock_server.runtime.cli"],
                 env=self.env,
+                cwd=self.cwd,
                 stdout=log,
                 stderr=log,
             )
