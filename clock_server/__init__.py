@@ -1,3 +1,3 @@
 """clock: an alarm-clock service that stores timed alarms and rings them to RabbitMQ."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
