@@ -1,7 +1,8 @@
 """A rolling upgrade on MariaDB: a server of the previous release (the latest release tag before
 this commit, taken from the repository) keeps ringing while this tree's `clock-server db
 upgrade` migrates the schema under it and this tree's server starts beside it; then the old
-one stops. Every alarm created before, during and after rings, none early."""
+one stops and another starts on the new schema. Every alarm created before, during and after
+rings, none early."""
 
 from __future__ import annotations
 
@@ -93,10 +94,15 @@ def test_the_previous_release_rings_through_the_upgrade_beside_this_one(tmp_path
             cluster.close()
 
 
+def released_server(cluster: Cluster, name: str, old_tree: Path) -> ServerProcess:
+    """A server of the release in `old_tree`, as a fleet runs it: it does not migrate."""
+    server = cluster.server(name, CLOCK_MIGRATE_ON_START="false", PYTHONPATH=str(old_tree))
+    server.cwd = old_tree
+    return server.start()
+
+
 def roll(cluster: Cluster, old_tree: Path, tag: str, url: str) -> None:
-    old = cluster.server("old", CLOCK_MIGRATE_ON_START="false", PYTHONPATH=str(old_tree))
-    old.cwd = old_tree
-    old.start()
+    old = released_server(cluster, "old", old_tree)
     openapi = requests.get(old.base_url + "/openapi.json", timeout=5).json()
     assert openapi["info"]["version"] == tag.removeprefix("v"), "not the release's code"
     schema_before = migrate.current_url(url)
@@ -130,7 +136,11 @@ def roll(cluster: Cluster, old_tree: Path, tag: str, url: str) -> None:
     cluster.collector.wait_for(len(targets), 20, "alarms of before, during and just after")
     assert rung_total(old) > rung_by_old, "the old release rang nothing on the new schema"
     assert old.terminate() == 0, old.log_path.read_text()[-2000:]
-    targets.update(create(cluster, new, f"last{i}", 200 + 20 * i) for i in range(30))
+    # A server of the previous release (re)started on the new schema: a roll back's first step.
+    again = released_server(cluster, "old-again", old_tree)
+    for i in range(30):
+        targets.update([create(cluster, new, f"last-new{i}", 200 + 20 * i)])
+        targets.update([create(cluster, again, f"last-old{i}", 200 + 20 * i)])
 
     cluster.collector.wait_for(len(targets), 20, "every alarm")
     rows = {row.id: row for row in cluster.wait_all_rung()}
