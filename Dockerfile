@@ -11,7 +11,6 @@ RUN useradd --create-home --uid 10001 clock && mkdir /data && chown clock:clock 
 WORKDIR /src
 COPY setup.cfg pyproject.toml README.md constraints.txt ./
 COPY clock_server ./clock_server
-COPY clock_client ./clock_client
 COPY alembic ./alembic
 # Every runtime dependency at the exact version of constraints.txt (audit it with pip-audit).
 RUN pip install -c constraints.txt . && rm -rf /src
