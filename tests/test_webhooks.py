@@ -14,7 +14,7 @@ import orjson
 import pytest
 import standardwebhooks
 
-from clock_client import ClockClient, WebhookVerificationError, verify_webhook
+from clock_client import AlarmMessage, ClockClient, WebhookVerificationError, verify_webhook
 from clock_client import ValidationError as ClientValidationError
 from clock_client.webhooks import verify
 from clock_server.api import create_app
@@ -105,12 +105,12 @@ def test_a_replaced_secret_signs_beside_the_new_one_for_its_overlap(
     [during] = receiver.wait_for(1)
     assert len(during.headers["webhook-signature"].split(" ")) == 2
     for secret in (old, new):
-        assert verify_webhook(secret, during.headers, during.body)["business_id"] == "during"
+        assert verify_webhook(secret, during.headers, during.body).business_id == "during"
 
     h.ring_at(t0 + 60_000)
     after = receiver.wait_for(2)[1]
     assert len(after.headers["webhook-signature"].split(" ")) == 1
-    assert verify_webhook(new, after.headers, after.body)["business_id"] == "after"
+    assert verify_webhook(new, after.headers, after.body).business_id == "after"
     with pytest.raises(WebhookVerificationError):
         verify_webhook(old, after.headers, after.body)
     read = h.call("GET", rotate).get_json()
@@ -160,9 +160,10 @@ def test_an_alarm_is_posted_at_its_time_signed_and_rung_on_a_2xx(
     assert call.webhook_id == str(created["id"]) and call.attempt == 1
     assert call.headers["content-type"] == "application/json"
     secret = h.secret("hooks")
-    message = standardwebhooks.Webhook(secret).verify(call.body, call.headers)
-    assert message == verify(secret, call.headers, call.body)
-    assert message["business_id"] == "order-1" and message["published_at"] == t0 + 5_000
+    body = standardwebhooks.Webhook(secret).verify(call.body, call.headers)
+    message = verify(secret, call.headers, call.body)
+    assert message == AlarmMessage.from_body(body, message_id=call.webhook_id, redelivered=False)
+    assert message.business_id == "order-1" and message.published_at == t0 + 5_000
     alarm = h.alarm("order-1")
     assert (alarm["status"], alarm["rung_at"]) == ("rung", t0 + 5_000)
     assert h.publisher.published == []  # not on RabbitMQ
@@ -401,7 +402,7 @@ def test_the_sdk_configures_the_channel_and_reads_and_rotates_the_secret(
     h.create("order-8", target_ring_at=t0 + 1_000)
     h.ring_at(t0 + 1_000)
     [call] = receiver.wait_for(1)
-    assert verify_webhook(rotated, call.headers, call.body)["business_id"] == "order-8"
+    assert verify_webhook(rotated, call.headers, call.body).business_id == "order-8"
     with pytest.raises(WebhookVerificationError):  # rotated with no overlap: it stopped at once
         verify_webhook(first, call.headers, call.body)
 

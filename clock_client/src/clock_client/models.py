@@ -3,7 +3,7 @@ helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -216,13 +216,17 @@ class BatchResult:
 
 @dataclass(frozen=True, slots=True)
 class AlarmMessage:
-    """One ring delivered to a consumer.
+    """One ring, as every channel delivers it: a Consumer (AMQP), a PullConsumer or
+    ``ClockClient.pull`` (HTTP pull), and ``verify_webhook`` (webhooks).
 
-    ``message_id`` is the AMQP message id, ``str(id)`` and stable across redeliveries
-    and server retries: use it to deduplicate. ``attempt`` counts the server's publish
-    attempts; ``published_at`` is when this attempt was published (None from a server
-    that does not send it); ``redelivered`` is the broker's flag (the message was
-    delivered before, e.g. a handler failed or a consumer died before acking).
+    ``message_id`` is the delivery's id, stable across redeliveries and the server's retries:
+    ``str(id)``, or ``<id>-r<n>`` after an operator's n-th re-drive; deduplicate on it.
+    ``attempt`` counts the server's attempts; ``published_at`` is when this attempt was sent
+    (None from a server that does not send it). ``redelivered`` says the message may have
+    been handled before: the broker's flag on AMQP (a handler failed, or a consumer died
+    before acking), ``attempt > 1`` on pull and webhooks. A count-triggered alarm's message
+    also says what made it ring, ``trigger`` (``"count"`` or ``"time"``), and its ``count``;
+    both are None for other alarms.
     """
 
     id: int
@@ -234,6 +238,8 @@ class AlarmMessage:
     message_id: str
     redelivered: bool
     published_at: int | None = None
+    trigger: str | None = None
+    count: int | None = None
 
     @classmethod
     def from_body(
@@ -241,7 +247,7 @@ class AlarmMessage:
     ) -> AlarmMessage:
         """Build from a decoded ring body; ValueError if a field is missing or mistyped.
 
-        A message without an AMQP message id gets ``str(id)``, the id the server uses.
+        A message without a message id gets ``str(id)``, the id the server uses.
         """
         alarm_id = _get(body, "id", int)
         return cls(
@@ -254,12 +260,18 @@ class AlarmMessage:
             message_id=message_id if message_id else str(alarm_id),
             redelivered=redelivered,
             published_at=_get(body, "published_at", int, optional=True),
+            trigger=_get(body, "trigger", str, optional=True),
+            count=_get(body, "count", int, optional=True),
         )
 
     @property
     def target_ring_datetime(self) -> datetime:
         """``target_ring_at`` as an aware UTC datetime."""
         return from_epoch_ms(self.target_ring_at)
+
+
+# What a Consumer or a PullConsumer hands each message to; what it returns is ignored.
+Handler = Callable[[AlarmMessage], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,8 +518,7 @@ class PulledMessage:
     (epoch ms), or it is leased again with the next ``attempt``.
 
     ``message`` is the ring as a Consumer gets it (``message_id`` is the id, ``redelivered``
-    True from the second lease on); ``body`` is the message as sent, with what
-    AlarmMessage does not hold (``trigger`` and ``count`` of a count-triggered alarm).
+    True from the second lease on); ``body`` is the message as sent, decoded.
     """
 
     id: str
