@@ -1,4 +1,5 @@
-"""clock_client.Consumer against a real RabbitMQ: delivery, ack, requeue, poison, stop."""
+"""clock_client.Consumer against a real RabbitMQ: delivery, ack, requeue, poison, stop, and
+connecting again when its connection is lost or closed by the broker."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import logging
 import os
 import queue
+import random
 import signal
 import subprocess
 import sys
@@ -15,17 +17,22 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 from uuid import uuid4
 
 import pika
 import pika.exceptions
 import pytest
 
+import clock_client
 from clock_client import AlarmMessage, Consumer
+from clock_client.backoff import Backoff
 from tests.support import TcpProxy, eventually
 
 BROKER_URL = os.environ.get("CLOCK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Where clock_client is imported from (its src folder): a subprocess is given it too.
+CLIENT_ROOT = Path(clock_client.__file__).resolve().parents[1]
 WAIT_S = 5.0
 
 
@@ -352,7 +359,7 @@ def test_signal_stops_consumer_running_in_main_thread(broker: Broker, signum: in
     process = subprocess.Popen(
         [sys.executable, "-c", script],
         cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(CLIENT_ROOT), str(REPO_ROOT)])},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -405,20 +412,143 @@ def test_a_consumer_goes_on_with_the_next_node_when_its_node_goes_away(
         second.cut()
 
 
+def _named(url: str, name: str) -> str:
+    """`url` with a connection name RabbitMQ lists the connection by."""
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}client_properties={quote(str({'connection_name': name}))}"
+
+
+def _close_from_the_broker(connection_name: str) -> None:
+    """Close the named connection as an operator would: `rabbitmqctl close_connection`."""
+    listing = subprocess.run(
+        ["rabbitmqctl", "-q", "list_connections", "pid", "client_properties", "--no-table-headers"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    pids = [line.split("\t")[0] for line in listing.splitlines() if connection_name in line]
+    assert len(pids) == 1, listing
+    subprocess.run(
+        ["rabbitmqctl", "-q", "close_connection", pids[0], "closed by the test"],
+        check=True,
+        timeout=30,
+    )
+
+
+def _received_until(received: queue.Queue[AlarmMessage], alarm_id: int) -> list[AlarmMessage]:
+    """What the handler got up to the message of `alarm_id`."""
+    got = [received.get(timeout=WAIT_S)]
+    while got[-1].id != alarm_id:
+        got.append(received.get(timeout=WAIT_S))
+    return got
+
+
 @pytest.mark.rabbitmq
-def test_with_one_node_a_lost_connection_still_ends_run(
+def test_a_connection_closed_by_the_broker_is_made_again_and_consumes(
+    broker: Broker, start: Callable[[Consumer], Running]
+) -> None:
+    name = f"clock-test-consumer-{_uid()}"
+    received: queue.Queue[AlarmMessage] = queue.Queue()
+    consumer = Consumer(_named(BROKER_URL, name), broker.application, received.put,
+                        queue_prefix=broker.queue_prefix, exchange=broker.exchange,
+                        reconnect_first_s=0.05)  # fmt: skip
+    running = start(consumer)
+    broker.publish(_ring_body(1, broker.application), message_id="1")
+    assert received.get(timeout=WAIT_S).id == 1
+
+    _close_from_the_broker(name)
+    eventually(lambda: (broker.counts() or (0, 0))[1] == 1 and running.error is None, WAIT_S)
+    broker.publish(_ring_body(2, broker.application), message_id="2")
+    after = _received_until(received, 2)
+    # 1's ack may have been lost with the connection: then it comes again, marked as such.
+    assert all(message.id == 1 and message.redelivered for message in after[:-1])
+    assert running.thread.is_alive() and running.error is None
+    running.stop()
+
+
+def _warnings_of_the_consumer(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "clock_client.consumer"]
+
+
+@pytest.mark.rabbitmq
+def test_with_one_node_it_waits_for_the_node_to_come_back(
+    broker: Broker, start: Callable[[Consumer], Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    proxy = TcpProxy(5672).start()
+    try:
+        received: queue.Queue[AlarmMessage] = queue.Queue()
+        consumer = Consumer(proxy.amqp_url, broker.application, received.put,
+                            queue_prefix=broker.queue_prefix, exchange=broker.exchange,
+                            reconnect_first_s=0.05, reconnect_cap_s=0.2)  # fmt: skip
+        with caplog.at_level(logging.WARNING, logger="clock_client.consumer"):
+            running = start(consumer)
+            proxy.cut()  # the node goes away, and refuses connections for a while
+            eventually(lambda: len(_warnings_of_the_consumer(caplog)) >= 3, WAIT_S)
+            assert running.error is None and running.thread.is_alive()
+            proxy.start()  # and comes back on the same address
+            eventually(lambda: proxy.connected and (broker.counts() or (0, 0))[1] == 1, WAIT_S)
+        broker.publish(_ring_body(1, broker.application), message_id="1")
+        assert received.get(timeout=WAIT_S).id == 1
+        assert running.stop() < 1.5
+    finally:
+        proxy.cut()
+
+
+@pytest.mark.rabbitmq
+def test_max_reconnects_ends_run_after_that_many_failures_in_a_row(
     broker: Broker, start: Callable[[Consumer], Running]
 ) -> None:
     proxy = TcpProxy(5672).start()
     try:
         consumer = Consumer(proxy.amqp_url, broker.application, lambda message: None,
-                            queue_prefix=broker.queue_prefix, exchange=broker.exchange)  # fmt: skip
+                            queue_prefix=broker.queue_prefix, exchange=broker.exchange,
+                            reconnect_first_s=0.01, max_reconnects=2)  # fmt: skip
         running = start(consumer)
         proxy.cut()
         running.join()
         assert isinstance(running.error, pika.exceptions.AMQPConnectionError)
     finally:
         proxy.cut()
+
+
+@pytest.mark.rabbitmq
+def test_wrong_credentials_end_run_at_once() -> None:
+    url = BROKER_URL.replace("guest:guest@", "guest:not-the-password@")
+    consumer = Consumer(url, f"app{_uid()}", lambda message: None, reconnect_first_s=0.01)
+    running = Running(consumer)
+    running.join()
+    refused = (pika.exceptions.ProbableAuthenticationError, pika.exceptions.AuthenticationError)
+    assert isinstance(running.error, refused), running.error
+
+
+def test_the_backoff_is_capped_exponential_with_jitter() -> None:
+    backoff = Backoff(first_s=0.5, cap_s=4.0, rng=random.Random(7))
+    ceilings = [min(4.0, 0.5 * 2**n) for n in range(8)]
+    waits = [backoff.next_s() for _ in ceilings]
+    assert all(0 <= wait <= ceiling for wait, ceiling in zip(waits, ceilings, strict=True))
+    assert len(set(waits)) == len(waits)  # drawn, not fixed
+    many = [backoff.next_s() for _ in range(200)]
+    assert max(many) <= 4.0 < 2 * max(many)  # capped, and the cap is reached for
+    backoff.reset()
+    assert backoff.next_s() <= 0.5 and backoff.failures == 1
+    with pytest.raises(ValueError, match="first_s"):
+        Backoff(first_s=2.0, cap_s=1.0)
+
+
+def test_message_from_body_reads_what_a_count_triggered_alarm_says() -> None:
+    message = AlarmMessage.from_body(
+        json.loads(_ring_body(7, "billing", trigger="count", count=3)),
+        message_id="7",
+        redelivered=False,
+    )
+    assert (message.trigger, message.count) == ("count", 3)
+    with pytest.raises(ValueError, match="'count'"):
+        AlarmMessage.from_body(
+            json.loads(_ring_body(7, "billing", trigger="count", count="3")),
+            message_id="7",
+            redelivered=False,
+        )
 
 
 @pytest.mark.rabbitmq

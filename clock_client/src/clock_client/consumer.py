@@ -1,4 +1,5 @@
-"""Consume rung alarms of one application from RabbitMQ and hand them to a handler."""
+"""Consume rung alarms of one application from RabbitMQ and hand them to a handler. Needs the
+``amqp`` extra (pika)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -15,11 +17,10 @@ import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import Basic, BasicProperties
 
-from .models import AlarmMessage
+from .backoff import Backoff
+from .models import AlarmMessage, Handler
 
 logger = logging.getLogger(__name__)
-
-Handler = Callable[[AlarmMessage], object]
 
 # Upper bound on how long run() takes to notice a stop requested by a signal: the signal
 # handler only sets a flag, because pika's thread-safe wake-up takes locks that the
@@ -28,22 +29,35 @@ _POLL_SECONDS = 0.5
 _BODY_LOG_CHARS = 200
 
 
-# A connection that could not be made, or was lost: another node may serve.
+# A connection that could not be made, or was lost (also found by an ack or a reject on it):
+# the node, or another, may serve again.
 _NODE_LOST = (
     pika.exceptions.AMQPConnectionError,
     pika.exceptions.ConnectionClosed,
     pika.exceptions.StreamLostError,
+    pika.exceptions.ConnectionWrongStateError,
+    pika.exceptions.ChannelWrongStateError,
 )
+# Refused for the credentials or the virtual host: trying again cannot change that.
+_REFUSED = (
+    pika.exceptions.ProbableAuthenticationError,
+    pika.exceptions.ProbableAccessDeniedError,
+    pika.exceptions.AuthenticationError,
+)
+_BACKOFF_SLICE_S = 0.1  # how soon a stop ends a wait between reconnections
 
 
 class Consumer:
     """Delivers the alarms rung for ``application`` to ``handler``, one at a time.
 
     Consumes the durable queue ``queue_prefix + application``. ``amqp_url`` may name several
-    nodes of one RabbitMQ cluster, comma-separated: when the node in use goes away, the
-    consumer goes on with the next one. With ``declare=True``
-    it first declares the durable direct ``exchange``, the queue and their binding
-    (routing key = application), so it may start before the first alarm rings.
+    nodes of one RabbitMQ cluster, comma-separated. When a connection cannot be made or is
+    lost (the broker restarts, a node goes away, an operator closes it), the consumer
+    connects again, to the next node if there are several, after a wait drawn at random up
+    to ``reconnect_first_s``, doubling with each failure in a row up to ``reconnect_cap_s``;
+    after ``max_reconnects`` failures in a row (None: never) run() raises. With
+    ``declare=True`` it first declares the durable direct ``exchange``, the queue and their
+    binding (routing key = application), so it may start before the first alarm rings.
 
     ``handler(message)`` gets an AlarmMessage. When it returns, the message is acked;
     when it raises, the exception is logged and the message is requeued (redelivered
@@ -66,9 +80,15 @@ class Consumer:
         exchange: str = "clock",
         declare: bool = True,
         queue_type: str = "classic",
+        *,
+        reconnect_first_s: float = 0.5,
+        reconnect_cap_s: float = 30.0,
+        max_reconnects: int | None = None,
     ) -> None:
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
+        if max_reconnects is not None and max_reconnects < 0:
+            raise ValueError("max_reconnects must be None or at least 0")
         self.amqp_url = amqp_url
         self.application = application
         self.handler = handler
@@ -83,6 +103,8 @@ class Consumer:
         self._connection: pika.BlockingConnection | None = None
         self._started = False
         self._cancelled_by_broker = False
+        self._backoff = Backoff(reconnect_first_s, reconnect_cap_s)
+        self.max_reconnects = max_reconnects
 
     @property
     def stopping(self) -> bool:
@@ -109,10 +131,11 @@ class Consumer:
     def run(self) -> None:
         """Consume until stopped, then close the channel and connection.
 
-        Raises RuntimeError when called twice, and pika's AMQPError when no node can be
-        reached, when the connection is lost and there is no other node to go on with, or
-        when the broker cancels the consumer (e.g. the queue was deleted); unacked messages
-        are then redelivered to the next consumer.
+        Raises RuntimeError when called twice, and pika's AMQPError when the broker refuses
+        the credentials or the virtual host, refuses a declaration (a queue of another type),
+        cancels the consumer (e.g. the queue was deleted), or after ``max_reconnects``
+        failed connections in a row; unacked messages are then redelivered to the next
+        consumer.
         """
         with self._lock:
             if self._started:
@@ -126,23 +149,36 @@ class Consumer:
         logger.info("consumer of %s stopped", self.queue)
 
     def _run_on_nodes(self) -> None:
-        """Consume on the first node that answers; when its connection fails or is lost, go
-        on with the next. Raises once every node in turn has failed (at once, with one)."""
+        """Consume on the first node that answers; when its connection fails or is lost, wait
+        the backoff and connect again, to the next node if there are several."""
         nodes = [url.strip() for url in self.amqp_url.split(",") if url.strip()]
-        node, failed_in_a_row = 0, 0
+        node = 0
         while not self._stopping.is_set():
             try:
                 connection = pika.BlockingConnection(pika.URLParameters(nodes[node]))
-                failed_in_a_row = 0
                 self._consume_on(connection)
                 return
+            except _REFUSED:
+                raise
             except _NODE_LOST as error:
-                failed_in_a_row += 1
-                if failed_in_a_row >= len(nodes):
+                if (
+                    self.max_reconnects is not None
+                    and self._backoff.failures >= self.max_reconnects
+                ):
                     raise
                 node = (node + 1) % len(nodes)
-                logger.warning("RabbitMQ node lost (%s); consuming %s on node %d of %d",
-                               error, self.queue, node + 1, len(nodes))  # fmt: skip
+                wait_s = self._backoff.next_s()
+                logger.warning("RabbitMQ connection lost or refused (%r); consuming %s again on "
+                               "node %d of %d in %.2f s", error, self.queue, node + 1, len(nodes),
+                               wait_s)  # fmt: skip
+                self._wait(wait_s)
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep `seconds`, or until a stop. Sliced rather than an Event wait: a signal handler
+        sets the stop, and must not need a lock the interrupted main thread may hold."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping.is_set() and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, _BACKOFF_SLICE_S))
 
     def _consume_on(self, connection: pika.BlockingConnection) -> None:
         with self._lock:
@@ -164,6 +200,7 @@ class Consumer:
             channel.queue_bind(self.queue, self.exchange, routing_key=self.application)
         channel.add_on_cancel_callback(self._on_broker_cancel)
         channel.basic_consume(self.queue, self._on_message)
+        self._backoff.reset()
         logger.info("consuming %s", self.queue)
         while not self._stopping.is_set() and not self._cancelled_by_broker:
             connection.process_data_events(time_limit=_POLL_SECONDS)

@@ -6,9 +6,8 @@ import logging
 import threading
 
 from .client import ClockClient
-from .consumer import Handler
 from .errors import ClockError, RateLimited, Unavailable
-from .models import PulledMessage
+from .models import Handler, PulledMessage
 
 logger = logging.getLogger(__name__)
 
