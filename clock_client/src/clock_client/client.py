@@ -7,16 +7,16 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
 
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from .errors import ClockError, NotFound, Unavailable, ValidationError, error_from_response
+from . import calls
+from .calls import MAX_BATCH, Call
+from .errors import ClockError, NotFound, Unavailable
 from .models import (
-    APPLICATION_SETTINGS,
     AckResult,
     Alarm,
     AlarmEvent,
@@ -25,61 +25,15 @@ from .models import (
     BatchResult,
     Counted,
     PulledMessage,
-    ack_result_from_json,
-    alarm_from_json,
-    application_from_json,
-    applications_from_json,
-    batch_results_from_json,
-    create_body,
-    events_from_json,
-    page_from_json,
-    pulled_from_json,
     timing_fields,
-    to_epoch_ms,
 )
+from .reports import Overview, WhoAmI
+from .retries import RETRY_METHODS, RETRY_STATUSES
+
+__all__ = ["MAX_BATCH", "ClockClient"]
 
 logger = logging.getLogger(__name__)
-
-MAX_BATCH = 1000  # the server's limit per /v1/alarms/batch request
-_RETRY_STATUSES = (502, 503, 504)
-# POST is safe to repeat because creation is idempotent by (application, business_id).
-# PATCH is not: a repeat of an update that did land can meet a 409 (the alarm rang in
-# between) or, with a delay, move the alarm a second time. PUT sets an application's every
-# setting: a repeat sets the same.
-_RETRY_METHODS = frozenset({"GET", "HEAD", "DELETE", "POST", "PUT"})
-
-
-def _filter_fields(
-    application: str | None,
-    status: str | None,
-    business_id_prefix: str | None,
-    due_from: int | datetime | None,
-    due_to: int | datetime | None,
-) -> dict[str, Any]:
-    """The filter of a search or a bulk action, with only the parts given."""
-    fields: dict[str, Any] = {}
-    for name, value in (
-        ("application", application),
-        ("status", status),
-        ("business_id_prefix", business_id_prefix),
-    ):
-        if value is not None:
-            fields[name] = value
-    if due_from is not None:
-        fields["due_from"] = to_epoch_ms(due_from)
-    if due_to is not None:
-        fields["due_to"] = to_epoch_ms(due_to)
-    return fields
-
-
-def _segment(value: str, field: str) -> str:
-    """`value` as one path segment. "." and ".." cannot be one: HTTP clients remove them
-    from a path, so the call would reach another route or another alarm."""
-    if value in (".", ".."):
-        raise ValidationError(
-            f"{field} must not be {value!r}: it cannot travel in a URL", field=field
-        )
-    return quote(value, safe="")
+T = TypeVar("T")
 
 
 class ClockClient:
@@ -87,12 +41,13 @@ class ClockClient:
 
     ``timeout`` (seconds) bounds connecting and each read. Failed connections and
     502/503/504 answers are retried up to ``retries`` times with exponential backoff
-    (``backoff_factor``) for the idempotent calls only: get, list, health, cancel,
-    create, batch_create, events, applications, application, the PUT of configure,
-    pull (what a lost answer leased comes back when its lease ends) and ack; update and
-    the PATCH of configure are sent once. Every failure raises a
-    subclass of ClockError. Use one client per thread; close it (or use ``with``)
-    to release its connections.
+    (``backoff_factor``) for the idempotent calls only: every read (get, list, events,
+    applications, application, whoami, overview, health and the other probes), cancel,
+    create, batch_create, the PUT of configure, webhook_secret, redrive, the bulk actions,
+    pull (what a lost answer leased comes back when its lease ends) and ack; update and the
+    PATCH of configure are sent once. Every failure raises a subclass of ClockError. Use
+    one client per thread; close it (or use ``with``) to release its connections.
+    AsyncClockClient has the same methods for asyncio.
     """
 
     def __init__(
@@ -113,8 +68,8 @@ class ClockClient:
             read=retries,
             status=retries,
             other=0,
-            allowed_methods=_RETRY_METHODS,
-            status_forcelist=_RETRY_STATUSES,
+            allowed_methods=RETRY_METHODS,
+            status_forcelist=RETRY_STATUSES,
             backoff_factor=backoff_factor,
             raise_on_status=False,  # hand back the last 5xx so it maps to Unavailable
             # A 429 is the caller's to handle (RateLimited.retry_after_s), not slept on here.
@@ -167,7 +122,7 @@ class ClockClient:
         Raises ValidationError for a rejected request, RateLimited (``retry_after_s``) or
         CapacityExceeded when the application is over one of its limits.
         """
-        body = create_body(
+        call = calls.create(
             application,
             business_id,
             payload,
@@ -177,7 +132,7 @@ class ClockClient:
             ring_after_count=ring_after_count,
             count_only=count_only,
         )
-        return alarm_from_json(self._request("POST", "/v1/alarms", json=body))
+        return self._send(call)
 
     def count(
         self,
@@ -190,11 +145,7 @@ class ClockClient:
         """Count ``by`` (1 to 1,000) on a count-triggered alarm. With ``increment_id``, a
         repeat (a retry) counts nothing and answers ``counted`` False. Raises Conflict once
         the alarm rang, was cancelled or its count was reached; NotFound if unknown."""
-        body: dict[str, Any] = {"by": by}
-        if increment_id is not None:
-            body["increment_id"] = increment_id
-        path = self._alarm_path(application, business_id) + "/count"
-        return Counted.from_dict(self._request("POST", path, json=body))
+        return self._send(calls.count(application, business_id, increment_id, by))
 
     def batch_create(self, items: Sequence[Mapping[str, Any]]) -> builtins.list[BatchResult]:
         """Create many alarms; returns one BatchResult per item, in order.
@@ -205,24 +156,21 @@ class ClockClient:
         set; it does not raise. More than 1000 items are sent in several requests.
         Raises TypeError/ValueError for an item the client cannot encode.
         """
-        bodies = [create_body(**item) for item in items]
         results: builtins.list[BatchResult] = []
-        for start in range(0, len(bodies), MAX_BATCH):
-            chunk = bodies[start : start + MAX_BATCH]
-            data = self._request("POST", "/v1/alarms/batch", json={"alarms": chunk})
-            results.extend(batch_results_from_json(data, len(chunk)))
+        for call in calls.batch_creates(items):
+            batch: builtins.list[BatchResult] = self._send(call)
+            results.extend(batch)
         return results
 
     def get(self, application: str, business_id: str) -> Alarm:
         """The alarm for (application, business_id); raises NotFound if there is none."""
-        return alarm_from_json(self._request("GET", self._alarm_path(application, business_id)))
+        return self._send(calls.get(application, business_id))
 
     def events(self, application: str, business_id: str) -> builtins.list[AlarmEvent]:
         """The alarm's history, oldest first: created, moved, cancelled, each failed publish
         with its error, rung, expired, dead, re-driven. Raises NotFound if there is no such
         alarm."""
-        path = self._alarm_path(application, business_id) + "/events"
-        return events_from_json(self._request("GET", path))
+        return self._send(calls.events(application, business_id))
 
     def update(
         self,
@@ -242,15 +190,16 @@ class ClockClient:
         no longer pending, NotFound if unknown. Never retried: after an Unavailable with
         no status code, get() the alarm to learn whether the update was applied.
         """
-        body: dict[str, Any] = timing_fields(target_ring_at, delay, latest_ring_at)
-        if clear_latest_ring_at:
-            if latest_ring_at is not None:
-                raise ValueError("give latest_ring_at or clear_latest_ring_at, not both")
-            body["latest_ring_at"] = None
-        if payload is not None:
-            body["payload"] = payload
-        path = self._alarm_path(application, business_id)
-        return alarm_from_json(self._request("PATCH", path, json=body))
+        call = calls.update(
+            application,
+            business_id,
+            target_ring_at,
+            delay,
+            latest_ring_at,
+            payload,
+            clear_latest_ring_at,
+        )
+        return self._send(call)
 
     def cancel(self, application: str, business_id: str) -> Alarm:
         """Cancel a pending alarm and return it (status "cancelled").
@@ -258,8 +207,7 @@ class ClockClient:
         Idempotent: cancelling a cancelled alarm returns it again. Raises Conflict when
         it already rang, expired or died, NotFound if unknown.
         """
-        path = self._alarm_path(application, business_id)
-        return alarm_from_json(self._request("DELETE", path))
+        return self._send(calls.cancel(application, business_id))
 
     def list_page(
         self,
@@ -279,11 +227,8 @@ class ClockClient:
         in that order; otherwise pages go in id order. Pass ``next_cursor`` back with the
         same filters.
         """
-        params = _filter_fields(application, status, business_id_prefix, due_from, due_to)
-        params["limit"] = limit
-        if cursor is not None:
-            params["cursor"] = cursor
-        return page_from_json(self._request("GET", "/v1/alarms", params=params))
+        filters = calls.filter_fields(application, status, business_id_prefix, due_from, due_to)
+        return self._send(calls.list_page(filters, limit, cursor))
 
     def health(self) -> dict[str, Any]:
         """The server's health report (``GET /healthz``), e.g. ``{"status": "ok", "database":
@@ -294,12 +239,7 @@ class ClockClient:
         too) while the database is down. The failing part says ``"down"``; other failures
         raise.
         """
-        try:
-            return self._request("GET", "/healthz")
-        except Unavailable as exc:
-            if exc.status_code == 503 and "status" in exc.body:
-                return dict(exc.body)
-            raise
+        return self._send(calls.health())
 
     def list(
         self,
@@ -346,9 +286,7 @@ class ClockClient:
         ``.status``) for any other status, NotFound if unknown. A re-drive that landed but
         whose answer was lost is sent again, and then answers Conflict with status
         "pending": get() the alarm to tell."""
-        path = self._alarm_path(application, business_id) + "/redrive"
-        body = timing_fields(target_ring_at, delay)
-        return alarm_from_json(self._request("POST", path, json=body))
+        return self._send(calls.redrive(application, business_id, target_ring_at, delay))
 
     def redrive_where(
         self,
@@ -364,8 +302,8 @@ class ClockClient:
         """Re-drive every dead or expired alarm matching the filters (as in ``list_page``;
         ``status`` dead or expired, or None for both), due now, at ``target_ring_at`` or
         after ``delay``; returns how many. Needs an admin token."""
-        body = _filter_fields(application, status, business_id_prefix, due_from, due_to)
-        return self._bulk("/v1/alarms/redrive", body | timing_fields(target_ring_at, delay))
+        body = calls.filter_fields(application, status, business_id_prefix, due_from, due_to)
+        return self._bulk("redrive", body | timing_fields(target_ring_at, delay))
 
     def cancel_where(
         self,
@@ -377,21 +315,20 @@ class ClockClient:
     ) -> int:
         """Cancel every pending alarm matching the filters (as in ``list_page``); returns
         how many. Needs an admin token."""
-        body = _filter_fields(application, None, business_id_prefix, due_from, due_to)
-        return self._bulk("/v1/alarms/cancel", body)
+        body = calls.filter_fields(application, None, business_id_prefix, due_from, due_to)
+        return self._bulk("cancel", body)
 
     def applications(self, counts: bool = True) -> builtins.list[Application]:
         """Every application, by name, with its settings and live counts: the registered
         ones, and any other that has alarms (``registered`` False). ``counts=False`` leaves
         the counts out (None), which over millions of alarms answers in milliseconds rather
         than seconds. Needs an admin token (Forbidden otherwise)."""
-        params = {} if counts else {"counts": "false"}
-        return applications_from_json(self._request("GET", "/v1/applications", params=params))
+        return self._send(calls.applications(counts))
 
     def application(self, name: str) -> Application:
         """The registered application ``name`` with its settings and live counts; NotFound
         if it is not registered. Needs an admin token (Forbidden otherwise)."""
-        return application_from_json(self._request("GET", self._application_path(name)))
+        return self._send(calls.application(name))
 
     def configure(self, name: str, *, replace: bool = False, **settings: Any) -> Application:
         """Set some of the application's settings and return it as it now is.
@@ -417,21 +354,15 @@ class ClockClient:
         Raises TypeError for a name that is not a setting, ValidationError (with
         ``field``) for a value the server refuses.
         """
-        unknown = sorted(set(settings) - set(APPLICATION_SETTINGS))
-        if unknown:
-            raise TypeError(
-                f"not settings of an application: {', '.join(unknown)}; "
-                f"give any of {', '.join(APPLICATION_SETTINGS)}"
-            )
-        path = self._application_path(name)
+        calls.check_settings(settings)
         if not replace:
             try:
                 if not settings:
                     return self.application(name)
-                return application_from_json(self._request("PATCH", path, json=settings))
+                return self._send(calls.configure(name, settings, replace=False))
             except NotFound:
                 pass  # not registered yet: the PUT below registers it
-        return application_from_json(self._request("PUT", path, json=settings))
+        return self._send(calls.configure(name, settings, replace=True))
 
     def webhook_secret(
         self, name: str, *, rotate: bool = False, overlap_s: float | None = None
@@ -440,14 +371,7 @@ class ClockClient:
         webhook channel); with ``rotate=True``, a new one replaces it first, and the old one
         goes on signing beside it for ``overlap_s`` (the server's default is a day; 0 stops
         it at once). Needs an admin token (Forbidden otherwise)."""
-        path = f"{self._application_path(name)}/webhook-secret"
-        if rotate:
-            body = {} if overlap_s is None else {"overlap_s": overlap_s}
-            answer = self._request("POST", path, json=body)
-        else:
-            answer = self._request("GET", path)
-        secret = answer.get("webhook_secret")
-        return secret if isinstance(secret, str) else None
+        return self._send(calls.webhook_secret(name, rotate, overlap_s))
 
     def pull(
         self, application: str, max: int = 10, wait_s: float = 0.0
@@ -462,74 +386,78 @@ class ClockClient:
         (``.status`` names the channel) when the application does not take the pull
         channel, ValidationError for a ``max`` or ``wait_s`` out of range.
         """
-        path = self._application_path(application) + "/pull"
-        body = {"max": max, "wait_s": wait_s}
-        answer = self._request("POST", path, json=body, timeout=self.timeout + wait_s)
-        return pulled_from_json(answer)
+        return self._send(calls.pull(application, max, wait_s))
 
     def ack(self, application: str, ids: Iterable[int | str]) -> AckResult:
         """Mark rung the pulled messages ``ids`` (1 to 1,000) of ``application``, whether or
         not their lease has ended. An id that is unknown, another application's, or already
         rung, expired or dead is returned in ``not_acked`` and changes nothing; so is one
         acked by an earlier try of a request retried after a lost answer."""
-        path = self._application_path(application) + "/ack"
-        answer = self._request("POST", path, json={"ids": [str(i) for i in ids]})
-        return ack_result_from_json(answer)
+        return self._send(calls.ack(application, ids))
 
-    def _application_path(self, name: str) -> str:
-        return f"/v1/applications/{_segment(name, 'application')}"
+    def whoami(self) -> WhoAmI:
+        """What this client's token may do (``GET /v1/whoami``): its applications (``"*"`` for
+        all) and whether it is read-only; never the token itself."""
+        return self._send(calls.whoami())
 
-    def _bulk(self, path: str, body: dict[str, Any]) -> int:
+    def overview(self) -> Overview:
+        """What the console's overview shows (``GET /v1/overview``): counts by status, due and
+        overdue, by application (each read with a bounded cost, so possibly ``capped``), the
+        recent lateness, and the engines' health. Needs a token of every application
+        (Forbidden otherwise)."""
+        return self._send(calls.overview())
+
+    def live(self) -> dict[str, Any]:
+        """The liveness probe's report (``GET /livez``): ``{"status": "ok", "loops": {...},
+        "stalled": []}``, or ``"stalled"`` naming the loops (a 503, returned too)."""
+        return self._send(calls.live())
+
+    def ready(self) -> dict[str, Any]:
+        """The readiness probe's report (``GET /readyz``): ``{"status": "ok", "database":
+        "ok"}``, or ``"unavailable"`` while the database is down (a 503, returned too)."""
+        return self._send(calls.ready())
+
+    def metrics(self) -> str:
+        """The server's Prometheus exposition (``GET /metrics``), as text."""
+        return self._send(calls.metrics())
+
+    def openapi(self) -> dict[str, Any]:
+        """The server's API as an OpenAPI 3.1 document (``GET /openapi.json``)."""
+        return self._send(calls.openapi())
+
+    def _bulk(self, action: str, body: dict[str, Any]) -> int:
         """Call a bulk action until it answers done (each call works for a bounded time
         and a repeat goes on where it stopped); the total changed."""
-        changed = 0
+        total = 0
         while True:
-            answer = self._request("POST", path, json=body)
-            changed += int(answer["changed"])
-            if answer["done"]:
-                return changed
+            changed, done = self._send(calls.bulk(action, body))
+            total += changed
+            if done:
+                return total
 
-    def _alarm_path(self, application: str, business_id: str) -> str:
-        return (
-            f"/v1/alarms/{_segment(application, 'application')}/"
-            f"{_segment(business_id, 'business_id')}"
-        )
-
-    def _request(
-        self, method: str, path: str, timeout: float | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        """The answer to one call; `timeout` (seconds) replaces the client's own."""
-        url = self.base_url + path
-        wait = self.timeout if timeout is None else timeout
+    def _send(self, call: Call[T]) -> T:
+        """The result of one call, or the ClockError it stands for."""
+        url = self.base_url + call.path
+        where = f"{call.method} {url}"
         try:
-            response = self._session.request(method, url, timeout=wait, **kwargs)
+            response = self._session.request(
+                call.method,
+                url,
+                params=call.params,
+                json=call.json,
+                timeout=self.timeout + call.extra_wait_s,
+            )
         except requests.Timeout as exc:
-            raise Unavailable(f"{method} {url} timed out: {exc}", code="timeout") from exc
+            raise Unavailable(f"{where} timed out: {exc}", code="timeout") from exc
         except requests.ConnectionError as exc:
-            raise Unavailable(f"{method} {url} failed: {exc}", code="connection_error") from exc
+            raise Unavailable(f"{where} failed: {exc}", code="connection_error") from exc
         except requests.RequestException as exc:
-            raise ClockError(f"{method} {url} failed: {exc}", code="request_error") from exc
+            raise ClockError(f"{where} failed: {exc}", code="request_error") from exc
         if response.status_code >= 400:
-            error = error_from_response(
-                response.status_code,
-                response.content,
-                response.reason or "",
-                response.headers.get("Retry-After"),
-            )
-            logger.debug("%s %s -> %s", method, url, error)
-            raise error
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ClockError(
-                f"{method} {url} answered {response.status_code} with a non-JSON body",
-                status_code=response.status_code,
-                code="bad_response",
-            ) from exc
-        if not isinstance(data, dict):
-            raise ClockError(
-                f"{method} {url} answered a JSON {type(data).__name__}, expected an object",
-                status_code=response.status_code,
-                code="bad_response",
-            )
-        return data
+            logger.debug("%s -> %s", where, response.status_code)
+        return call.answer(
+            response.status_code,
+            response.content,
+            response.reason or "",
+            response.headers.get("Retry-After"),
+        )
