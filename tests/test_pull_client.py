@@ -3,6 +3,7 @@ a real HTTP server over the API and engine of tests/test_pull.py (on the fake cl
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 from clock_client import (
     AckResult,
     AlarmMessage,
+    AsyncClockClient,
     ClockClient,
     Conflict,
     Forbidden,
@@ -80,6 +82,21 @@ def test_a_message_leased_again_is_redelivered(harness: Harness, server: str):
         [again] = client.pull(APP)
     assert (again.id, again.attempt) == (first.id, 2)
     assert again.message.redelivered and again.message.attempt == 2
+
+
+def test_the_async_client_pulls_and_acks_as_the_sync_one(harness: Harness, server: str):
+    [alarm_id] = ready(harness, "a")
+
+    async def pull_then_ack() -> tuple[list[PulledMessage], AckResult, list[PulledMessage]]:
+        async with AsyncClockClient(server, token=JOBS, retries=0) as client:
+            pulled = await client.pull(APP, max=5, wait_s=0.1)
+            acked = await client.ack(APP, [item.id for item in pulled])
+            return pulled, acked, await client.pull(APP)
+
+    pulled, acked, after = asyncio.run(pull_then_ack())
+    assert [(item.id, item.message.business_id) for item in pulled] == [(str(alarm_id), "a")]
+    assert acked == AckResult(acked=(str(alarm_id),), not_acked=())
+    assert after == [] and harness.alarm("a")["status"] == "rung"
 
 
 def test_the_client_raises_what_the_server_refuses(harness: Harness, server: str):
