@@ -379,6 +379,60 @@ def test_health_returns_a_degraded_report(
     assert [request.path for request in canned.requests] == ["/healthz"]
 
 
+def _overview_json(**overrides: Any) -> dict[str, Any]:
+    def counted(count: int, capped: bool = False) -> dict[str, Any]:
+        return {"count": count, "capped": capped}
+
+    overview = {
+        "now": T0,
+        "count_cap": 100_000,
+        "application_count_cap": 10_000,
+        "by_status": {"pending": counted(100_000, True), "dead": counted(12)},
+        "overdue": counted(0),
+        "due": [{"within_ms": 60_000, **counted(310)}, {"within_ms": 300_000, **counted(900)}],
+        "by_application": [{"application": "orders", "pending": counted(10_000, True)}],
+        "lateness": {"window_ms": 300_000, "sample": 0, "p50_ms": None},
+        "health": {"database": "ok", "broker": "ok", "live_engines": 1, "engines": []},
+    }
+    return overview | overrides
+
+
+def test_overview_and_whoami_are_typed(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    client = make_client(canned.base_url, retries=0)
+    canned.reply(200, _overview_json())
+    overview = client.overview()
+    assert (overview.now, overview.count_cap) == (T0, 100_000)
+    assert overview.by_status["pending"] == CappedCount(100_000, True)
+    assert overview.due == {60_000: CappedCount(310, False), 300_000: CappedCount(900, False)}
+    assert overview.by_application == {"orders": {"pending": CappedCount(10_000, True)}}
+    assert overview.lateness["p50_ms"] is None and overview.health["live_engines"] == 1
+    canned.reply(200, {"authenticated": True, "applications": ["a", "b"], "read_only": True})
+    assert client.whoami() == WhoAmI(True, ("a", "b"), True)
+    assert [r.path for r in canned.requests] == ["/v1/overview", "/v1/whoami"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _overview_json(overdue={"count": "0", "capped": False}),
+        _overview_json(due=[{"count": 1, "capped": False}]),
+        {"authenticated": True, "applications": "orders", "read_only": False},
+        {"authenticated": "yes", "applications": "*", "read_only": False},
+    ],
+    ids=["overview-count-not-int", "overview-due-without-window", "whoami-apps", "whoami-flag"],
+)
+def test_a_malformed_overview_or_whoami_is_a_bad_response(
+    canned: CannedServer, make_client: Callable[..., ClockClient], answer: dict[str, Any]
+) -> None:
+    canned.reply(200, answer)
+    client = make_client(canned.base_url, retries=0)
+    with pytest.raises(ClockError) as caught:
+        client.overview() if "now" in answer else client.whoami()
+    assert caught.value.code == "bad_response"
+
+
 # --- applications, canned ------------------------------------------------------------------
 
 

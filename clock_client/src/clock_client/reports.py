@@ -90,7 +90,7 @@ class Overview:
             overdue=CappedCount.from_dict(data["overdue"]),
             due={int(d["within_ms"]): CappedCount.from_dict(d) for d in data["due"]},
             by_application=by_application,
-            lateness=dict(data["lateness"]),
+            lateness=dict(data["lateness"] or {}),
             health=dict(data["health"]),
         )
 
