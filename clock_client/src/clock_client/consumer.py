@@ -38,12 +38,15 @@ _NODE_LOST = (
     pika.exceptions.ConnectionWrongStateError,
     pika.exceptions.ChannelWrongStateError,
 )
-# Refused for the credentials or the virtual host: trying again cannot change that.
-_REFUSED = (
+# Refused for the credentials or the virtual host: trying again cannot change that. pika
+# raises these for any disconnection during the handshake (a broker restarting, too), and
+# names the broker's reply only in their text: 403 ACCESS_REFUSED or 530 NOT_ALLOWED.
+_PROBABLY_REFUSED = (
     pika.exceptions.ProbableAuthenticationError,
     pika.exceptions.ProbableAccessDeniedError,
     pika.exceptions.AuthenticationError,
 )
+_REFUSALS = ("ACCESS_REFUSED", "NOT_ALLOWED")
 _BACKOFF_SLICE_S = 0.1  # how soon a stop ends a wait between reconnections
 
 
@@ -158,10 +161,8 @@ class Consumer:
                 connection = pika.BlockingConnection(pika.URLParameters(nodes[node]))
                 self._consume_on(connection)
                 return
-            except _REFUSED:
-                raise
             except _NODE_LOST as error:
-                if (
+                if _refused(error) or (
                     self.max_reconnects is not None
                     and self._backoff.failures >= self.max_reconnects
                 ):
@@ -271,6 +272,13 @@ class Consumer:
                 signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
         return restore
+
+
+def _refused(error: Exception) -> bool:
+    """Whether the broker refused the credentials or the virtual host."""
+    return isinstance(error, _PROBABLY_REFUSED) and any(
+        refusal in str(error) for refusal in _REFUSALS
+    )
 
 
 def _parse(body: bytes, message_id: str | None, redelivered: bool) -> AlarmMessage:
