@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from clock_server import __version__
+
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "clock-alarm-client"
 # What requests needs at run time: a fresh environment is given these and nothing else.
@@ -49,9 +51,14 @@ def metadata(wheel: Path) -> Message:
         return Parser().parsestr(archive.read(name).decode())
 
 
+def test_the_wheel_is_the_sdk_at_the_server_s_version(wheel: Path) -> None:
+    """Both distributions are released from one tree, under one tag."""
+    found = metadata(wheel)
+    assert (found["Name"], found["Version"]) == (DISTRIBUTION, __version__)
+
+
 def test_the_wheel_asks_for_requests_alone_and_one_package_per_extra(wheel: Path) -> None:
     found = metadata(wheel)
-    assert found["Name"] == DISTRIBUTION
     by_extra: dict[str, set[str]] = {}
     for line in found.get_all("Requires-Dist") or []:
         requirement = Requirement(line)
