@@ -3,14 +3,13 @@ socket: alarms are confirmed (acks, nacks and returns as over plain TCP) and con
 dead letters go out the same way.
 
 Starts one RabbitMQ node beside the machine's own broker (bench/chaos/cluster.py, never
-touching the main one), with a TLS listener of its own and certificates made here by a CA
-made here; the node and its directory are gone once the module's tests are done.
+touching the main one), with a TLS listener of its own and certificates of a CA the test
+makes (tests/tls_support.py); the node and its directory are gone once the module's tests are
+done. A node whose certificate the publisher does not trust is named in the log as such.
 """
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import logging
 import shutil
@@ -24,10 +23,6 @@ from uuid import uuid4
 
 import pika
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from bench.chaos.cluster import RabbitCluster
 from bench.chaos.ports import free_port
@@ -38,86 +33,8 @@ from clock_server.broker.publisher import TimedGroup
 from clock_server.errors import ConfigError
 from clock_server.model import DeadLetter, OutgoingMessage
 from clock_server.timesource import SystemClock
-
-CLIENT_NAME = "clock-tls-test-client"
-
-
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _certificate(
-    subject: str,
-    key: ec.EllipticCurvePrivateKey,
-    issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None = None,
-    server: bool = False,
-) -> x509.Certificate:
-    """A certificate of `subject` for `key`, signed by `issuer` (a CA of its own if None)."""
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(subject))
-        .issuer_name(issuer[0].subject if issuer else _name(subject))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-    )
-    if issuer is None:
-        usage = dict.fromkeys(("key_cert_sign", "crl_sign"), True)
-    else:
-        usage = {"digital_signature": True, "key_agreement": True}
-        purpose = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = builder.add_extension(x509.ExtendedKeyUsage([purpose]), critical=False)
-        builder = builder.add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer[1].public_key()), False
-        )
-    flags = dict.fromkeys(
-        (
-            "digital_signature",
-            "content_commitment",
-            "key_encipherment",
-            "data_encipherment",
-            "key_agreement",
-            "key_cert_sign",
-            "crl_sign",
-            "encipher_only",
-            "decipher_only",
-        ),
-        False,
-    )
-    builder = builder.add_extension(x509.KeyUsage(**(flags | usage)), critical=True)
-    if server:
-        names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-    return builder.sign(issuer[1] if issuer else key, hashes.SHA256())
-
-
-def _write(
-    directory: Path, stem: str, certificate: x509.Certificate, key: ec.EllipticCurvePrivateKey
-) -> None:
-    (directory / f"{stem}.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    (directory / f"{stem}.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-
-
-def make_certificates(directory: Path) -> None:
-    """ca.pem, server.pem and .key (for 127.0.0.1 and localhost), client.pem and .key."""
-    directory.mkdir()
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _certificate("clock test CA", ca_key)
-    _write(directory, "ca", ca, ca_key)
-    for stem, server in (("server", True), ("client", False)):
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = "127.0.0.1" if server else CLIENT_NAME
-        _write(directory, stem, _certificate(subject, key, (ca, ca_key), server), key)
+from tests.support import eventually
+from tests.tls_support import CLIENT_NAME, make_certificates
 
 
 @dataclass
@@ -297,13 +214,33 @@ def test_dead_letters_go_out_over_tls_with_the_ca_file(tls_node) -> None:
         assert [m for m, _ in _drain(consumer, queue)] == ["100", "101", "102"]
 
 
+def _untrusted(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if getattr(record, "action", None) == "broker_certificate_untrusted"
+    ]
+
+
 @pytest.mark.rabbitmq
-def test_without_the_ca_the_node_is_not_trusted(tls_node, publishers, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="clock_server.broker.amqp_publisher"):
-        publisher = _start(publishers, tls_node.url, connect_timeout_s=2.0)
-        assert not publisher.wait_healthy(2.0)
-    assert publisher.publish_batch(_alarms("untrusted", 1), timeout_s=1.0) == [False]
-    assert "CERTIFICATE_VERIFY_FAILED" in caplog.text
+@pytest.mark.parametrize("ca", ["system", "another CA"])
+def test_a_node_whose_certificate_is_not_trusted_is_named_in_the_log(
+    tls_node, publishers, caplog, tmp_path, ca
+) -> None:
+    ca_file = "" if ca == "system" else str(make_certificates(tmp_path / "other") / "ca.pem")
+    with caplog.at_level(logging.WARNING, logger="clock_server.broker"):
+        publisher = _start(publishers, tls_node.url, connect_timeout_s=2.0, ca_file=ca_file)
+        (message, *_) = eventually(lambda: _untrusted(caplog), 10.0, 0.05)
+        assert publisher.publish_batch(_alarms("untrusted", 1), timeout_s=1.0) == [False]
+        assert not publisher.is_healthy()
+        letters = [DeadLetter(1, 1, "orders", "o-1", "{}", 1_000, None, 2_000, 3, "refused")]
+        dead = AmqpDeadLetterPublisher(tls_node.url, "clock.dead", 2.0, ca_file=ca_file)
+        assert dead.publish_dead(letters, timeout_s=2.0) == [False]
+    node = f"RabbitMQ at 127.0.0.1:{tls_node.port} was refused"
+    assert message.startswith(node) and "certificate is not trusted" in message, message
+    assert "CLOCK_AMQP_CA_FILE" in message
+    said = _untrusted(caplog)
+    assert len(said) >= 2 and all(m.startswith(node) for m in said), "and the dead letters'"
 
 
 @pytest.mark.rabbitmq

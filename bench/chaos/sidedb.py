@@ -20,11 +20,14 @@ DATABASE = "clock_chaos"
 
 
 class SideMariaDB:
-    """`mariadbd --no-defaults` on 127.0.0.1:<free port>, root without a password over TCP."""
+    """`mariadbd --no-defaults` on 127.0.0.1:<free port>, root without a password over TCP.
+    `options`, set before `start()`, are more of mariadbd's (its TLS files, say, which may
+    go in `directory`)."""
 
     def __init__(self) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="clock-chaos-db-", dir="/tmp"))
         self.port = free_port()
+        self.options: list[str] = []
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -77,7 +80,7 @@ class SideMariaDB:
              f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.socket}",
              f"--pid-file={self.directory / 'mariadbd.pid'}", "--user=mysql",
              "--innodb-buffer-pool-size=128M", "--max-connections=500",
-             "--innodb-flush-log-at-trx-commit=2", "--skip-log-bin"],
+             "--innodb-flush-log-at-trx-commit=2", "--skip-log-bin", *self.options],
             stdout=log, stderr=log,
         )  # fmt: skip
         log.close()

@@ -9,6 +9,7 @@ import urllib.parse
 import pika
 
 from clock_server.errors import ConfigError
+from clock_server.tls import names_another_host, refused_certificate, why_untrusted
 
 
 def node_urls(url: str) -> list[str]:
@@ -59,3 +60,17 @@ def node_parameters(
             )
         params.ssl_options = pika.SSLOptions(tls)
     return params
+
+
+def untrusted_node(node: pika.URLParameters, error: object) -> str | None:
+    """What to tell an operator when `error` (a failed connection to `node`) is this side's
+    refusal of the node's TLS certificate, naming the node; None for any other failure."""
+    failure = refused_certificate(error) if isinstance(error, BaseException) else None
+    if failure is None:
+        return None
+    remedy = (
+        "name the node in CLOCK_AMQP_URL by a host its certificate lists"
+        if names_another_host(failure)
+        else "give the CA certificates that sign it in CLOCK_AMQP_CA_FILE (PEM)"
+    )
+    return f"RabbitMQ at {node.host}:{node.port} was refused: {why_untrusted(failure)}; {remedy}"

@@ -25,6 +25,7 @@ from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_database
+from clock_server.store.db_tls import check_connection
 from clock_server.store.ports import ApplicationPolicies
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
@@ -121,8 +122,14 @@ def build(
 
 def open_store(settings: Settings) -> AlarmStore:
     """The store on the settings' database, migrated with CLOCK_MIGRATE_ON_START; refuses a
-    database whose webhook secrets CLOCK_SECRET_KEYS cannot open."""
+    database whose TLS certificate is not trusted, and one whose webhook secrets
+    CLOCK_SECRET_KEYS cannot open."""
     store = AlarmStore(open_database(settings.database_url, settings.db_pool_size))
+    try:
+        check_connection(store.db)
+    except ConfigError:
+        store.close()
+        raise
     if settings.migrate_on_start:
         migrate.upgrade_at_start(store.db)
     check_secrets_open(StoredSecrets(store, SecretBox.from_setting(settings.secret_keys)))

@@ -22,6 +22,7 @@ from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_database
+from clock_server.store.db_tls import check_connection
 from clock_server.store.secret_box import SecretBox, SecretUnreadable
 from clock_server.store.stored_secrets import StoredSecrets
 
@@ -38,10 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.log_level)
     if args.command == "migrate":  # the spelling of before `db upgrade`
         args = argparse.Namespace(command="db", db_action="upgrade", revision="head")
-    if args.command == "db":
-        return db_commands.run(args, settings)
-    if args.command == "reencrypt-secrets":
-        return reencrypt_secrets(settings)
+    try:
+        if args.command == "db":
+            return db_commands.run(args, settings)
+        if args.command == "reencrypt-secrets":
+            return reencrypt_secrets(settings)
+    except ConfigError as error:
+        print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
+        return 2
     if settings.web_processes > 1:
         _share_metrics_between_processes()
     # Imported here, not at the top: prometheus_client picks its storage (one process, or
@@ -103,6 +108,7 @@ def reencrypt_secrets(settings: Settings) -> int:
         return 2
     store = AlarmStore(open_database(settings.database_url, pool_size=2))
     try:
+        check_connection(store.db)
         if settings.migrate_on_start:
             migrate.upgrade_at_start(store.db)
         secrets = StoredSecrets(store, SecretBox.from_setting(settings.secret_keys))

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
+from clock_server.store.db_tls import check_tls_options
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -32,12 +34,14 @@ class Capabilities:
 
 def open_database(url: str, pool_size: int = 20) -> Engine:
     """The database at `url`, pooled; SQLite gets WAL and BEGIN IMMEDIATE so writers
-    serialize cleanly."""
+    serialize cleanly. Connects to nothing yet; a TLS option of the URL that would not do
+    what it says is a ConfigError (`db_tls.check_tls_options`)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         db = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         _configure_sqlite(db)
         return db
+    check_tls_options(parsed)
     return create_engine(
         url,
         pool_size=pool_size,

@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from alembic import command
 from clock_server.settings import mask_url
 from clock_server.store.db import open_database
+from clock_server.store.db_tls import check_connection
 
 log = logging.getLogger(__name__)
 
@@ -179,9 +180,11 @@ def _current(connection: Connection) -> str | None:
 @contextmanager
 def _database(url: str) -> Iterator[Engine]:
     """The database at `url` for one command; a failure of the database itself becomes a
-    MigrationError that names the database without its password."""
+    MigrationError that names the database without its password, and a TLS certificate
+    refused a ConfigError (`db_tls.check_connection`)."""
     db = open_database(url, pool_size=1)
     try:
+        check_connection(db)
         yield db
     except SQLAlchemyError as error:
         reason = getattr(error, "orig", None) or error
