@@ -82,17 +82,19 @@ def metric_value(metrics: Metrics, name: str, labels: dict[str, str] | None = No
 
 
 @contextmanager
-def mariadb_database(prefix: str = "clock_test", revision: str = "head") -> Iterator[str]:
-    """A fresh MariaDB database, migrated to `revision`, for the duration of the block."""
+def mariadb_database(prefix: str = "clock_test", revision: str | None = "head") -> Iterator[str]:
+    """A fresh MariaDB database, migrated to `revision` (None: left empty), for the duration
+    of the block."""
     name = unique(prefix + "_")
     # No pool: a test may restart MariaDB meanwhile, and the DROP needs a live connection.
     admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     with admin.connect() as conn:
         conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"))
     url = f"{MARIADB_URL}/{name}"
-    db = open_database(url, pool_size=2)
-    migrate.upgrade(db, revision)
-    db.dispose()
+    if revision is not None:
+        db = open_database(url, pool_size=2)
+        migrate.upgrade(db, revision)
+        db.dispose()
     try:
         yield url
     finally:
