@@ -15,6 +15,7 @@ import logging
 import shutil
 import ssl
 import subprocess
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ import pytest
 
 from bench.chaos.cluster import RabbitCluster
 from bench.chaos.ports import free_port
+from clock_client import Consumer
 from clock_server.broker.amqp_nodes import node_parameters, tls_context
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
@@ -258,6 +260,41 @@ def test_a_client_certificate_goes_in_the_urls_ssl_options(tls_node, publishers)
     assert publisher.publish_batch(_alarms(application, 3), timeout_s=10.0) == [True] * 3
     (line,) = [line for line in tls_node.connections() if name in line]
     assert line.startswith("true") and f"CN={CLIENT_NAME}" in line, line
+
+
+@pytest.mark.rabbitmq
+def test_the_sdks_consumer_takes_the_alarms_over_tls_with_the_ca_in_its_url(
+    tls_node, publishers
+) -> None:
+    application = f"app_{uuid4().hex[:6]}"
+    ring = {"application": application, "payload": "{}", "target_ring_at": 1_000, "attempt": 1}
+    alarms = [
+        OutgoingMessage(
+            str(n), application, json.dumps({"id": n, "business_id": f"b{n}", **ring}).encode()
+        )
+        for n in range(1, 4)
+    ]
+    received: list[str] = []
+    options = urllib.parse.quote(str({"ca_certs": tls_node.ca_file}))
+    consumer = Consumer(
+        f"{tls_node.url}?ssl_options={options}",
+        application,
+        lambda message: received.append(message.message_id),
+    )
+    running = threading.Thread(target=consumer.run, daemon=True)
+    running.start()
+    try:
+        publisher = _start(publishers, tls_node.url, ca_file=tls_node.ca_file)
+        assert publisher.wait_healthy(10.0)
+        assert publisher.publish_batch(alarms, timeout_s=10.0) == [True] * 3
+        eventually(lambda: len(received) == 3, 10.0, 0.02, lambda: f"received {received}")
+        # The consumer's is the one connection without a name.
+        (line,) = [line for line in tls_node.connections() if "connection_name" not in line]
+    finally:
+        consumer.stop()
+        running.join(10)
+    assert received == ["1", "2", "3"]
+    assert line.startswith("true"), f"the consumer's connection is not TLS: {line}"
 
 
 def test_a_ca_file_that_is_no_pem_of_certificates_is_a_config_error(tmp_path: Path) -> None:
