@@ -1,5 +1,6 @@
-"""A peer's TLS certificate that this side did not trust, found behind a driver's error and
-told in words, for the database's and the broker's connections alike."""
+"""TLS certificates refused, found behind a driver's error and told in words, for the
+database's and the broker's connections alike: the peer's, that this side did not trust, and
+this side's own, that the peer did not accept."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ _WRAPPED_MANY = ("exceptions",)
 # OpenSSL's verify codes for a certificate that does not name the host or address connected
 # to (X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH).
 _NAME_MISMATCH = (62, 64)
+# The alerts, as OpenSSL names them, of a peer that did not accept this side's certificate.
+_OWN_CERTIFICATE_REFUSED = (
+    "TLSV1_ALERT_UNKNOWN_CA",
+    "SSLV3_ALERT_BAD_CERTIFICATE",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+    "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+    "SSLV3_ALERT_CERTIFICATE_REVOKED",
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+)
 
 
 def refused_certificate(error: BaseException) -> ssl.SSLCertVerificationError | None:
@@ -22,6 +32,24 @@ def refused_certificate(error: BaseException) -> ssl.SSLCertVerificationError | 
         if isinstance(inner, ssl.SSLCertVerificationError):
             return inner
     return None
+
+
+def refusal_alert(error: BaseException) -> str | None:
+    """The alert with which the peer refused this side's certificate behind `error` (an
+    SSLError's reason, or its name in an error's text, where a driver kept only that, as pika
+    does when the connection was lost), or None."""
+    for inner in _inner_errors(error):
+        said = f"{getattr(inner, 'reason', None)} {inner}"
+        for alert in _OWN_CERTIFICATE_REFUSED:
+            if alert in said:
+                return alert
+    return None
+
+
+def ended_by_peer(error: BaseException) -> bool:
+    """Whether the peer closed the TLS connection without a word behind `error` (MariaDB does
+    so with a client certificate it does not accept)."""
+    return any(isinstance(inner, ssl.SSLEOFError) for inner in _inner_errors(error))
 
 
 def names_another_host(failure: ssl.SSLCertVerificationError) -> bool:

@@ -246,6 +246,31 @@ def test_a_node_whose_certificate_is_not_trusted_is_named_in_the_log(
 
 
 @pytest.mark.rabbitmq
+def test_a_client_certificate_the_node_does_not_accept_is_named_in_the_log(
+    tls_node, publishers, caplog, tmp_path
+) -> None:
+    other = make_certificates(tmp_path / "other")  # a client certificate of another CA
+    options = {
+        "ca_certs": tls_node.ca_file,
+        "certfile": str(other / "client.pem"),
+        "keyfile": str(other / "client.key"),
+    }
+    url = f"{tls_node.url}?ssl_options={urllib.parse.quote(str(options))}"
+    with caplog.at_level(logging.WARNING, logger="clock_server.broker"):
+        publisher = _start(publishers, url, connect_timeout_s=2.0)
+        (message, *_) = eventually(lambda: _untrusted(caplog), 10.0, 0.05)
+        assert not publisher.is_healthy()
+        letters = [DeadLetter(1, 1, "orders", "o-1", "{}", 1_000, None, 2_000, 3, "refused")]
+        assert AmqpDeadLetterPublisher(url, "clock.dead", 2.0).publish_dead(letters, 2.0) == [False]
+    assert message == (
+        f"RabbitMQ at 127.0.0.1:{tls_node.port} did not accept the client certificate of the "
+        "URL's ssl_options (TLSV1_ALERT_UNKNOWN_CA): it must be signed by a CA of the node's "
+        "ssl_options.cacertfile"
+    )
+    assert len(_untrusted(caplog)) >= 2, "and the dead letters' publisher says it too"
+
+
+@pytest.mark.rabbitmq
 def test_a_client_certificate_goes_in_the_urls_ssl_options(tls_node, publishers) -> None:
     name = f"clock-cert-{uuid4().hex[:6]}"
     options = {

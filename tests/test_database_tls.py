@@ -119,6 +119,40 @@ def test_clock_server_stops_at_start_naming_a_database_whose_certificate_it_does
 
 
 @pytest.mark.mariadb
+def test_a_client_certificate_is_presented_and_one_the_database_does_not_accept_is_named(
+    tls_db: TlsDatabase, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    ca = tls_db.tls / "ca.pem"
+    admin = open_database(tls_db.url_with(ssl_ca=ca), pool_size=1)
+    with admin.begin() as connection:
+        connection.exec_driver_sql("CREATE USER IF NOT EXISTS 'x509'@'%%' REQUIRE X509")
+        connection.exec_driver_sql("GRANT ALL ON clock_chaos.* TO 'x509'@'%%'")
+    admin.dispose()
+    x509_url = tls_db.url.replace("root@", "x509@")
+    client = {"ssl_cert": tls_db.tls / "client.pem", "ssl_key": tls_db.tls / "client.key"}
+    db = open_database(f"{x509_url}?ssl_ca={ca}&ssl_cert={client['ssl_cert']}"
+                       f"&ssl_key={client['ssl_key']}", pool_size=1)  # fmt: skip
+    try:
+        check_connection(db)
+        with db.connect() as connection:
+            assert connection.exec_driver_sql("SELECT CURRENT_USER()").scalar() == "x509@%"
+    finally:
+        db.dispose()
+
+    other = make_certificates(tmp_path / "other")  # a client certificate of another CA
+    url = f"{x509_url}?ssl_ca={ca}&ssl_cert={other / 'client.pem'}&ssl_key={other / 'client.key'}"
+    monkeypatch.setenv("CLOCK_DATABASE_URL", url)
+    assert cli.main(["migrate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "clock-server: bad configuration: CLOCK_DATABASE_URL: the database at "
+        f"127.0.0.1:{tls_db.port} did not accept the client certificate ssl_cert="
+        f"'{other / 'client.pem'}' ("
+    ), err
+    assert err.rstrip().endswith("it must be signed by a CA of the server's ssl_ca"), err
+
+
+@pytest.mark.mariadb
 def test_a_url_asking_for_tls_of_a_database_that_offers_none_is_refused(tmp_path: Path) -> None:
     plain = create_engine(MARIADB_URL, poolclass=NullPool)
     with plain.connect() as connection:

@@ -9,7 +9,7 @@ import urllib.parse
 import pika
 
 from clock_server.errors import ConfigError
-from clock_server.tls import names_another_host, refused_certificate, why_untrusted
+from clock_server.tls import names_another_host, refusal_alert, refused_certificate, why_untrusted
 
 
 def node_urls(url: str) -> list[str]:
@@ -62,15 +62,25 @@ def node_parameters(
     return params
 
 
-def untrusted_node(node: pika.URLParameters, error: object) -> str | None:
-    """What to tell an operator when `error` (a failed connection to `node`) is this side's
-    refusal of the node's TLS certificate, naming the node; None for any other failure."""
-    failure = refused_certificate(error) if isinstance(error, BaseException) else None
-    if failure is None:
+def certificate_refusal(node: pika.URLParameters, error: object) -> str | None:
+    """What to tell an operator when `error` (a failed connection to `node`) is a refused TLS
+    certificate, naming the node: the node's, not trusted here, or the client certificate
+    of the URL's ssl_options, not accepted by the node; None for any other failure."""
+    if not isinstance(error, BaseException):
         return None
-    remedy = (
-        "name the node in CLOCK_AMQP_URL by a host its certificate lists"
-        if names_another_host(failure)
-        else "give the CA certificates that sign it in CLOCK_AMQP_CA_FILE (PEM)"
+    node_name = f"RabbitMQ at {node.host}:{node.port}"
+    failure = refused_certificate(error)
+    if failure is not None:
+        remedy = (
+            "name the node in CLOCK_AMQP_URL by a host its certificate lists"
+            if names_another_host(failure)
+            else "give the CA certificates that sign it in CLOCK_AMQP_CA_FILE (PEM)"
+        )
+        return f"{node_name} was refused: {why_untrusted(failure)}; {remedy}"
+    alert = refusal_alert(error)
+    if alert is None:
+        return None
+    return (
+        f"{node_name} did not accept the client certificate of the URL's ssl_options ({alert}): "
+        "it must be signed by a CA of the node's ssl_options.cacertfile"
     )
-    return f"RabbitMQ at {node.host}:{node.port} was refused: {why_untrusted(failure)}; {remedy}"

@@ -18,7 +18,12 @@ from pika.exchange_type import ExchangeType
 
 from clock_server.broker.amqp_connection import PublishingConnection
 from clock_server.broker.amqp_frames import message_frames, publish_method_frame
-from clock_server.broker.amqp_nodes import node_parameters, node_urls, tls_context, untrusted_node
+from clock_server.broker.amqp_nodes import (
+    certificate_refusal,
+    node_parameters,
+    node_urls,
+    tls_context,
+)
 from clock_server.broker.confirms import Batch, ConfirmTracker
 from clock_server.broker.moment_queue import MomentQueue
 from clock_server.broker.publisher import PendingBatch, TimedBatch, TimedGroup
@@ -265,9 +270,9 @@ class AmqpPublisher:
         """Connection refused while opening, or lost once open: either way, try again later."""
         if connection is self._connection:
             self._on_lost()
-            untrusted = untrusted_node(self._nodes[self._node], reason)
-            if untrusted is not None:
-                log.error("%s", untrusted, extra={"action": "broker_certificate_untrusted"})
+            refusal = certificate_refusal(self._nodes[self._node], reason)
+            if refusal is not None:
+                log.error("%s", refusal, extra={"action": "broker_certificate_untrusted"})
             elif not self._stopping:
                 log.warning("RabbitMQ connection failed or closed: %s", reason,
                             extra={"action": "broker_disconnected"})  # fmt: skip

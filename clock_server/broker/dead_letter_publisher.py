@@ -25,7 +25,12 @@ import pika
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exchange_type import ExchangeType
 
-from clock_server.broker.amqp_nodes import node_parameters, node_urls, tls_context, untrusted_node
+from clock_server.broker.amqp_nodes import (
+    certificate_refusal,
+    node_parameters,
+    node_urls,
+    tls_context,
+)
 from clock_server.model import DeadLetter
 
 log = logging.getLogger(__name__)
@@ -86,8 +91,8 @@ class AmqpDeadLetterPublisher:
                 return pika.BlockingConnection(parameters)
             except (pika.exceptions.AMQPError, OSError) as error:
                 last_error = error
-                if (untrusted := untrusted_node(parameters, error)) is not None:
-                    log.error("%s", untrusted, extra={"action": "broker_certificate_untrusted"})
+                if (refusal := certificate_refusal(parameters, error)) is not None:
+                    log.error("%s", refusal, extra={"action": "broker_certificate_untrusted"})
         log.warning(
             "cannot reach RabbitMQ for the dead letters: %s", last_error or "no node",
             extra={"action": "dead_letter_broker_unavailable"},

@@ -10,7 +10,13 @@ from sqlalchemy import Engine, exc
 from sqlalchemy.engine import URL
 
 from clock_server.errors import ConfigError
-from clock_server.tls import names_another_host, refused_certificate, why_untrusted
+from clock_server.tls import (
+    ended_by_peer,
+    names_another_host,
+    refusal_alert,
+    refused_certificate,
+    why_untrusted,
+)
 
 # What SQLAlchemy's mysql+pymysql dialect turns into PyMySQL's TLS settings. Any other ssl*
 # parameter would reach PyMySQL as text, where "false" is true.
@@ -48,7 +54,8 @@ def check_tls_options(url: URL) -> None:
 
 def check_connection(db: Engine) -> None:
     """With TLS options in the URL, open one connection now: ConfigError, naming the server,
-    when its TLS certificate was not trusted or it offers no TLS. Any other failure is left
+    when its TLS certificate was not trusted, it did not accept the client certificate, or
+    it offers no TLS. Any other failure is left
     to what comes next (the migration, or the engine's reconnects): a database that is down
     at start is an outage, not a bad configuration."""
     if db.dialect.name == "sqlite" or not any(name in db.url.query for name in TLS_OPTIONS):
@@ -67,6 +74,13 @@ def check_connection(db: Engine) -> None:
             )
             raise _bad(
                 f"the database at {server} was refused: {why_untrusted(failure)}; {remedy}"
+            ) from error
+        if "ssl_cert" in db.url.query and (refusal_alert(error) or ended_by_peer(error)):
+            said = refusal_alert(error) or "it closed the connection in the TLS handshake"
+            raise _bad(
+                f"the database at {server} did not accept the client certificate ssl_cert="
+                f"{db.url.query['ssl_cert']!r} ({said}); it must be signed by a CA of the "
+                "server's ssl_ca"
             ) from error
         if getattr(error.orig, "args", (None,))[:1] == (_CR_SSL_CONNECTION_ERROR,):
             raise _bad(
