@@ -55,37 +55,38 @@ def check_tls_options(url: URL) -> None:
 def check_connection(db: Engine) -> None:
     """With TLS options in the URL, open one connection now: ConfigError, naming the server,
     when its TLS certificate was not trusted, it did not accept the client certificate, or
-    it offers no TLS. Any other failure is left
-    to what comes next (the migration, or the engine's reconnects): a database that is down
-    at start is an outage, not a bad configuration."""
+    it offers no TLS. Any other failure is left to what comes next (the migration, or the
+    engine's reconnects): a database that is down at start is an outage, not a bad
+    configuration."""
     if db.dialect.name == "sqlite" or not any(name in db.url.query for name in TLS_OPTIONS):
         return
     try:
         with db.connect():
             pass
     except exc.DBAPIError as error:
-        server = f"{db.url.host}:{db.url.port or 3306}"
-        failure = refused_certificate(error)
-        if failure is not None:
-            remedy = (
-                "connect by a name it lists, or accept it with ssl_check_hostname=false"
-                if names_another_host(failure)
-                else "give the CA certificates that sign it in ssl_ca (PEM)"
-            )
-            raise _bad(
-                f"the database at {server} was refused: {why_untrusted(failure)}; {remedy}"
-            ) from error
-        if "ssl_cert" in db.url.query and (refusal_alert(error) or ended_by_peer(error)):
-            said = refusal_alert(error) or "it closed the connection in the TLS handshake"
-            raise _bad(
-                f"the database at {server} did not accept the client certificate ssl_cert="
-                f"{db.url.query['ssl_cert']!r} ({said}); it must be signed by a CA of the "
-                "server's ssl_ca"
-            ) from error
-        if getattr(error.orig, "args", (None,))[:1] == (_CR_SSL_CONNECTION_ERROR,):
-            raise _bad(
-                f"the database at {server} offers no TLS, and the URL's ssl_* options ask for it"
-            ) from error
+        refusal = _refusal(db.url, error)
+        if refusal is not None:
+            raise _bad(f"the database at {db.url.host}:{db.url.port or 3306} {refusal}") from error
+
+
+def _refusal(url: URL, error: exc.DBAPIError) -> str | None:
+    failure = refused_certificate(error)
+    if failure is not None:
+        remedy = (
+            "connect by a name it lists, or accept it with ssl_check_hostname=false"
+            if names_another_host(failure)
+            else "give the CA certificates that sign it in ssl_ca (PEM)"
+        )
+        return f"was refused: {why_untrusted(failure)}; {remedy}"
+    if "ssl_cert" in url.query and (refusal_alert(error) or ended_by_peer(error)):
+        said = refusal_alert(error) or "it closed the connection in the TLS handshake"
+        return (
+            f"did not accept the client certificate ssl_cert={url.query['ssl_cert']!r} "
+            f"({said}); it must be signed by a CA of the server's ssl_ca"
+        )
+    if getattr(error.orig, "args", (None,))[:1] == (_CR_SSL_CONNECTION_ERROR,):
+        return "offers no TLS, and the URL's ssl_* options ask for it"
+    return None
 
 
 def _bad(message: str) -> ConfigError:
