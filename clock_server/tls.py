@@ -48,8 +48,12 @@ def refusal_alert(error: BaseException) -> str | None:
 
 def ended_by_peer(error: BaseException) -> bool:
     """Whether the peer closed the TLS connection without a word behind `error` (MariaDB does
-    so with a client certificate it does not accept)."""
-    return any(isinstance(inner, ssl.SSLEOFError) for inner in _inner_errors(error))
+    so with a client certificate it does not accept): an SSLEOFError, or its name in an
+    error's text (pika's)."""
+    return any(
+        isinstance(inner, ssl.SSLEOFError) or "SSLEOFError" in str(inner)
+        for inner in _inner_errors(error)
+    )
 
 
 def names_another_host(failure: ssl.SSLCertVerificationError) -> bool:

@@ -9,7 +9,13 @@ import urllib.parse
 import pika
 
 from clock_server.errors import ConfigError
-from clock_server.tls import names_another_host, refusal_alert, refused_certificate, why_untrusted
+from clock_server.tls import (
+    ended_by_peer,
+    names_another_host,
+    refusal_alert,
+    refused_certificate,
+    why_untrusted,
+)
 
 
 def node_urls(url: str) -> list[str]:
@@ -62,10 +68,13 @@ def node_parameters(
     return params
 
 
-def certificate_refusal(node: pika.URLParameters, error: object) -> str | None:
-    """What to tell an operator when `error` (a failed connection to `node`) is a refused TLS
-    certificate, naming the node: the node's, not trusted here, or the client certificate
-    of the URL's ssl_options, not accepted by the node; None for any other failure."""
+def certificate_refusal(
+    node: pika.URLParameters, error: object, opening: bool = True
+) -> str | None:
+    """What to tell an operator when `error` (a failed connection to `node`; `opening`: before
+    it was open) is a refused TLS certificate, naming the node: the node's, not trusted
+    here, or the client certificate of the URL's ssl_options, not accepted by the node;
+    None for any other failure."""
     if not isinstance(error, BaseException):
         return None
     node_name = f"RabbitMQ at {node.host}:{node.port}"
@@ -78,9 +87,17 @@ def certificate_refusal(node: pika.URLParameters, error: object) -> str | None:
         )
         return f"{node_name} was refused: {why_untrusted(failure)}; {remedy}"
     alert = refusal_alert(error)
-    if alert is None:
-        return None
-    return (
-        f"{node_name} did not accept the client certificate of the URL's ssl_options ({alert}): "
-        "it must be signed by a CA of the node's ssl_options.cacertfile"
-    )
+    if alert is not None:
+        return (
+            f"{node_name} did not accept the client certificate of the URL's ssl_options "
+            f"({alert}): it must be signed by a CA of the node's ssl_options.cacertfile"
+        )
+    # Over TLS 1.3 a node refuses a client certificate after the client's handshake is done,
+    # so its alert may be lost to the connection's end, which is then all that is seen.
+    if opening and node.ssl_options is not None and ended_by_peer(error):
+        return (
+            f"{node_name} closed the TLS connection as it was being opened, as a node does "
+            "with a client certificate it does not accept (the URL's ssl_options), or "
+            "without one when it asks for one"
+        )
+    return None

@@ -234,7 +234,7 @@ class AmqpPublisher:
             self._connection = PublishingConnection(
                 self._nodes[self._node],
                 on_open_callback=self._on_connection_open,
-                on_open_error_callback=self._on_disconnected,
+                on_open_error_callback=self._on_open_failed,
                 on_close_callback=self._on_disconnected,
                 custom_ioloop=self._ioloop,
             )
@@ -266,11 +266,16 @@ class AmqpPublisher:
                 connection.close()
         self._schedule_reconnect()
 
-    def _on_disconnected(self, connection: Any, reason: BaseException | str) -> None:
+    def _on_open_failed(self, connection: Any, reason: BaseException | str) -> None:
+        self._on_disconnected(connection, reason, opening=True)
+
+    def _on_disconnected(
+        self, connection: Any, reason: BaseException | str, opening: bool = False
+    ) -> None:
         """Connection refused while opening, or lost once open: either way, try again later."""
         if connection is self._connection:
             self._on_lost()
-            refusal = certificate_refusal(self._nodes[self._node], reason)
+            refusal = certificate_refusal(self._nodes[self._node], reason, opening)
             if refusal is not None:
                 log.error("%s", refusal, extra={"action": "broker_certificate_untrusted"})
             elif not self._stopping:
