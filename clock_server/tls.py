@@ -47,11 +47,12 @@ def refusal_alert(error: BaseException) -> str | None:
 
 
 def ended_by_peer(error: BaseException) -> bool:
-    """Whether the peer closed the TLS connection without a word behind `error` (MariaDB does
-    so with a client certificate it does not accept): an SSLEOFError, or its name in an
-    error's text (pika's)."""
+    """Whether the peer ended the TLS connection without a word behind `error` (MariaDB does
+    so with a client certificate it does not accept): an SSLEOFError, or a reset when what
+    this side had sent was still unread, or their names in an error's text (pika's)."""
+    ends = (ssl.SSLEOFError, ConnectionResetError)
     return any(
-        isinstance(inner, ssl.SSLEOFError) or "SSLEOFError" in str(inner)
+        isinstance(inner, ends) or any(end.__name__ in str(inner) for end in ends)
         for inner in _inner_errors(error)
     )
 

@@ -32,7 +32,13 @@ from clock_server.settings import Settings
 from clock_server.store.db import open_database
 from clock_server.store.db_tls import check_connection
 from clock_server.testing import InMemoryDeadLetterPublisher, InMemoryPublisher, SettableClock
-from clock_server.tls import names_another_host, refused_certificate, why_untrusted
+from clock_server.tls import (
+    ended_by_peer,
+    names_another_host,
+    refusal_alert,
+    refused_certificate,
+    why_untrusted,
+)
 from tests.support import MARIADB_URL, drive
 from tests.tls_support import make_certificates
 
@@ -252,3 +258,16 @@ def test_a_refused_certificate_is_told_by_what_was_wrong_with_it(tmp_path: Path)
     except ValueError as error:
         assert refused_certificate(error) is unknown
     assert refused_certificate(OSError("connection refused")) is None
+
+
+def test_a_client_certificate_refused_is_found_also_where_only_text_is_kept() -> None:
+    # pika keeps a lost stream's error only as text, as in these.
+    alert = "SSLError(1, '[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca (_ssl.c:2580)')"
+    assert refusal_alert(RuntimeError(f"Stream connection lost: {alert}")) == (
+        "TLSV1_ALERT_UNKNOWN_CA"
+    )
+    eof = "SSLEOFError(8, 'EOF occurred in violation of protocol (_ssl.c:2427)')"
+    assert ended_by_peer(RuntimeError(f"Stream connection lost: {eof}"))
+    assert ended_by_peer(ConnectionResetError(104, "Connection reset by peer"))
+    refused = ConnectionRefusedError(111, "Connection refused")
+    assert not ended_by_peer(refused) and refusal_alert(refused) is None
