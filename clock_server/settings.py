@@ -17,6 +17,8 @@ from clock_server.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///clock.db"
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 # Settings whose empty value means something (off), rather than "the default".
 _EMPTY_MEANS_OFF = frozenset({"dead_letter_exchange"})
 
@@ -83,6 +85,7 @@ class Settings:
     shutdown_timeout_s: float = 10.0
     loop_stall_s: float = 60.0  # /livez: see loop_stall_ms
     log_level: str = "INFO"
+    log_format: str = "text"  # or "json": one JSON object per line
     instance_id: str = field(default_factory=_default_instance_id)
     tokens: str = field(default="", repr=False)  # see clock_server/api/tokens.py for the format
     tokens_file: str = ""
@@ -177,6 +180,16 @@ class Settings:
             raise ConfigError(
                 f"CLOCK_QUEUE_TYPE must be classic or quorum, not {self.queue_type!r}",
                 field="queue_type",
+            )
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise ConfigError(
+                f"CLOCK_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}",
+                field="log_level",
+            )
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(
+                f"CLOCK_LOG_FORMAT must be text or json, not {self.log_format!r}",
+                field="log_format",
             )
         if not 0 <= self.web_nice <= 19:
             raise ConfigError("CLOCK_WEB_NICE must be from 0 to 19", field="web_nice")

@@ -34,11 +34,21 @@ def test_the_defaults_are_valid():
         ({"payload_max_bytes": PAYLOAD_LIMIT_BYTES}, "CLOCK_BATCH_MAX_BYTES"),
         ({"loop_stall_s": 0}, "CLOCK_LOOP_STALL_S"),
         ({"amqp_ca_file": "/etc/clock/ca.pem"}, "CLOCK_AMQP_CA_FILE"),  # no amqps:// node
+        ({"log_format": "yaml"}, "CLOCK_LOG_FORMAT"),
+        ({"log_format": "JSON"}, "CLOCK_LOG_FORMAT"),
+        ({"log_level": "verbose"}, "CLOCK_LOG_LEVEL"),
     ],
 )
 def test_impossible_values_are_refused_by_name(changes: dict, variable: str):
     with pytest.raises(ConfigError, match=variable):
         Settings(**changes)
+
+
+def test_the_log_format_is_read_from_its_variable():
+    assert Settings().log_format == "text"
+    assert Settings.from_env({"CLOCK_LOG_FORMAT": "json"}).log_format == "json"
+    with pytest.raises(ConfigError, match="CLOCK_LOG_FORMAT must be text or json, not 'xml'"):
+        Settings.from_env({"CLOCK_LOG_FORMAT": "xml"})
 
 
 def test_a_loop_may_stall_no_less_than_twice_the_publish_timeout():

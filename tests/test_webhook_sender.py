@@ -26,7 +26,7 @@ from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
 from clock_server.delivery.targets import check_target, forbidden_kind
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.errors import ValidationError
-from clock_server.runtime.process import configure_logging
+from clock_server.runtime.logs import configure_logging
 
 SECRET = new_secret()
 

@@ -164,4 +164,5 @@ class Preloader:
             self._rescan.set()  # given back at their own due times, below the floor
             released = self.claims.release(result.displaced, now_ms)
             self.metrics.released.inc(released)
-            log.debug("heap full: gave back %d later claims", len(result.displaced))
+            log.debug("heap full: gave back %d later claims", len(result.displaced),
+                      extra={"action": "claims_displaced"})  # fmt: skip

@@ -17,7 +17,7 @@ import tempfile
 from clock_server import __version__
 from clock_server.errors import ConfigError
 from clock_server.runtime import db_commands
-from clock_server.runtime.process import configure_logging
+from clock_server.runtime.logs import configure_logging
 from clock_server.settings import Settings
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
@@ -25,6 +25,8 @@ from clock_server.store.db import open_database
 from clock_server.store.db_tls import check_connection
 from clock_server.store.secret_box import SecretBox, SecretUnreadable
 from clock_server.store.stored_secrets import StoredSecrets
+
+log = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     if args.command == "migrate":  # the spelling of before `db upgrade`
         args = argparse.Namespace(command="db", db_action="upgrade", revision="head")
     try:
@@ -56,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(settings)
     except ConfigError as error:
-        print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
+        if settings.log_format != "json":
+            print(f"clock-server: bad configuration: {error.message}", file=sys.stderr)
+        else:  # every line of standard error stays a JSON object
+            log.error("bad configuration: %s", error.message,
+                      extra={"action": "bad_configuration", "setting": error.field})  # fmt: skip
         return 2
     return 0
 
@@ -119,9 +125,8 @@ def reencrypt_secrets(settings: Settings) -> int:
             return 2
     finally:
         store.close()
-    logging.getLogger(__name__).info(
-        "webhook secrets of %d applications sealed with the first key", changed
-    )
+    log.info("webhook secrets of %d applications sealed with the first key", changed,
+             extra={"action": "secrets_resealed"})  # fmt: skip
     print(f"re-encrypted the webhook secrets of {changed} applications")
     return 0
 

@@ -135,4 +135,4 @@ class ThrottledLogger:
             held, self._held, self._next = self._held, 0, now + self.seconds
         if held:
             message = f"{message} ({held} similar messages in the last {self.seconds:g} s)"
-        self.logger.warning(message, *args)
+        self.logger.warning(message, *args, extra={"action": "requests_queued"})

@@ -16,7 +16,8 @@ from clock_server.engine.alarm_engine import wake_horizon_ms
 from clock_server.runtime.build import build_web
 from clock_server.runtime.http_server import create_http_server, stop_requests_by
 from clock_server.runtime.ipc import EngineStatusFile, PipeNotifier
-from clock_server.runtime.process import configure_logging, freeze_startup_objects
+from clock_server.runtime.logs import configure_logging
+from clock_server.runtime.process import freeze_startup_objects
 from clock_server.runtime.signals import ReloadSignal, ShutdownSignals
 from clock_server.runtime.token_reload import TokenReloads
 from clock_server.settings import Settings
@@ -29,7 +30,7 @@ PARENT_CHECK_S = 0.5
 
 def main() -> int:
     settings = Settings.from_env(migrate_on_start=False)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     # Not os.getppid(): the supervisor may already be gone, and then that is init.
     _exit_with_parent(int(os.environ["CLOCK_WORKER_SUPERVISOR_PID"]))
     # When the machine is saturated, the engine process (ringing on time) goes first.
