@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from flask import current_app, g, request
 
+from clock_server.api import request_log
 from clock_server.api.tokens import Grant, Tokens
 from clock_server.errors import Forbidden, Unauthorized
 from clock_server.model import ADMIN, ANONYMOUS
@@ -38,6 +39,8 @@ def authenticate() -> None:
     )
     if grant is not None:
         g.clock_grant = grant
+        if grant.applications is not None and len(grant.applications) == 1:
+            request_log.authenticated_as(next(iter(grant.applications)))
 
 
 def needs_token(path: str, metrics_token_required: bool) -> bool:
@@ -89,6 +92,7 @@ def current_grant() -> Grant | None:
 
 def authorize(application: str) -> None:
     """Raise Forbidden unless this request's token covers `application`."""
+    request_log.names(application)
     grant = current_grant()
     if grant is not None and not grant.allows(application):
         log.debug(
@@ -159,6 +163,8 @@ def admin_actor() -> str:
 
 def authorize_listing(application: str | None) -> None:
     """Listing every application needs an admin token; others must name one of theirs."""
+    if application is not None:
+        request_log.names(application)
     grant = current_grant()
     if grant is None:
         return

@@ -11,6 +11,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import PathConverter
 from werkzeug.sansio.response import Response as BaseResponse
 
+from clock_server.api import request_log
 from clock_server.api.access import authenticate
 from clock_server.api.action_routes import actions
 from clock_server.api.application_routes import applications
@@ -36,6 +37,7 @@ def create_app(services: Services) -> Flask:
     app.url_map.merge_slashes = False
     app.url_map.converters["path"] = _AnyPath
     install(app, RequestGuard.build(services.settings, services.tokens))
+    request_log.install(app)  # first: a request refused by a hook below still has its id
     app.before_request(screen_request)  # a Host served, no foreign Origin
     app.before_request(authenticate)  # 401 for /v1 without a valid token, when tokens are set
     app.before_request(screen_body)  # a JSON body within the route's limit
