@@ -25,6 +25,7 @@ from clock_server.broker.amqp_nodes import (
     tls_context,
 )
 from clock_server.broker.confirms import Batch, ConfirmTracker
+from clock_server.broker.connection_log import ConnectionLog, node_name
 from clock_server.broker.moment_queue import MomentQueue
 from clock_server.broker.publisher import PendingBatch, TimedBatch, TimedGroup
 from clock_server.model import OutgoingMessage
@@ -59,8 +60,14 @@ class _PendingAmqpBatch:
     def wait(self, timeout_s: float) -> list[bool]:
         batch = self._batch
         if batch.size and not batch.done.wait(timeout_s) and (missing := batch.finish()):
-            log.warning("%d messages not confirmed %s", missing, _since_sent(batch),
-                        extra={"action": "publish_unconfirmed"})  # fmt: skip
+            publisher = self._publisher
+            log.warning(
+                "%s: %d messages not confirmed %s",
+                publisher.name,
+                missing,
+                _since_sent(batch),
+                extra=publisher.fields("publish_unconfirmed"),
+            )
         self._publisher._forget(batch)
         observe = self._publisher.observe_confirm
         if observe is not None and (seconds := batch.confirm_seconds()) is not None:
@@ -87,7 +94,8 @@ class AmqpPublisher:
     confirms; the connection is re-established with backoff until ``close()``. ``url`` may
     name several nodes of one cluster, comma-separated: a connection that fails or is lost is
     tried again on the next node. ``queue_type`` is the type of the queues it declares,
-    ``classic`` or ``quorum``; ``name`` names the connection in the broker's management UI.
+    ``classic`` or ``quorum``; ``name`` names the connection in the broker's management UI
+    and in every log line about it.
     ``observe_confirm`` is given, for each batch the broker confirmed entirely, the seconds
     from sending it to its last confirm. ``ca_file`` (PEM) holds the CA certificates that
     ``amqps://`` nodes are verified with, instead of the system's.
@@ -106,6 +114,8 @@ class AmqpPublisher:
         ca_file: str = "",
     ) -> None:
         self._name = name
+        self._log = ConnectionLog(name)
+        self._lost_reason: BaseException | None = None  # why the channel closed, if it did
         self._ca_file = ca_file
         self.observe_confirm = observe_confirm
         self._url = url
@@ -143,7 +153,7 @@ class AmqpPublisher:
             for url in node_urls(self._url)
         ]
         self._ioloop = IOLoop()
-        self._thread = threading.Thread(target=self._run, name="amqp-publisher", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"amqp-{self._name}", daemon=True)
         self._thread.start()
 
     def wait_healthy(self, timeout_s: float) -> bool:
@@ -183,6 +193,22 @@ class AmqpPublisher:
                 batch.finish()
         return [_PendingAmqpBatch(self, batch) for _, batch in timed]
 
+    @property
+    def name(self) -> str:
+        """The connection's name, in RabbitMQ and in the log."""
+        return self._name
+
+    def fields(self, action: str) -> dict[str, Any]:
+        """The `extra` of a log line about this publisher: the action, the connection's name
+        and the node it is on (or was tried last)."""
+        return self._log.fields(self._node_name(), action)
+
+    def _node_name(self) -> str:
+        if not self._nodes:
+            return "-"
+        node = self._nodes[self._node]
+        return node_name(node.host, node.port)
+
     def _forget(self, batch: Batch) -> None:
         with self._lock:
             self._inflight.discard(batch)
@@ -200,8 +226,8 @@ class AmqpPublisher:
             self._ioloop.add_callback_threadsafe(functools.partial(self._shutdown, timeout_s))
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            log.warning("AMQP publisher thread still running after close()",
-                        extra={"action": "publisher_close_late"})  # fmt: skip
+            log.warning("%s: AMQP publisher thread still running after close()", self._name,
+                        extra=self.fields("publisher_close_late"))  # fmt: skip
 
     def _submit(self, batch: Batch) -> bool:
         with self._lock:
@@ -222,8 +248,8 @@ class AmqpPublisher:
                 self._ioloop.start()
                 break
             except Exception:
-                log.exception("AMQP publisher IO loop failed; starting a new connection",
-                              extra={"action": "publisher_loop_error"})  # fmt: skip
+                log.exception("%s: AMQP publisher IO loop failed; starting a new connection",
+                              self._name, extra=self.fields("publisher_loop_error"))  # fmt: skip
                 self._abandon_connection()
         self._on_lost()
         self._ioloop.close()
@@ -253,14 +279,13 @@ class AmqpPublisher:
         else:
             delay, self._backoff_s = self._backoff_s, min(self._backoff_s * 2, _MAX_BACKOFF_S)
         self._node = (self._node + 1) % len(self._nodes)
-        node = self._nodes[self._node]
-        log.info("reconnecting to RabbitMQ at %s:%s in %.1f s", node.host, node.port, delay,
-                 extra={"action": "broker_reconnecting"})  # fmt: skip
+        self._log.retrying(self._node_name(), delay)
         self._reconnect_timer = self._ioloop.call_later(delay, self._connect)
 
     def _abandon_connection(self) -> None:
         connection, self._connection = self._connection, None
         self._on_lost()
+        self._log.abandoned()
         if connection is not None and not (connection.is_closing or connection.is_closed):
             with contextlib.suppress(Exception):
                 connection.close()
@@ -276,11 +301,12 @@ class AmqpPublisher:
         if connection is self._connection:
             self._on_lost()
             refusal = certificate_refusal(self._nodes[self._node], reason, opening)
-            if refusal is not None:
-                log.error("%s", refusal, extra={"action": "broker_certificate_untrusted"})
+            lost_reason, self._lost_reason = self._lost_reason, None
+            if refusal is not None:  # at every attempt: a setting to fix, not an outage
+                self._log.abandoned()
+                log.error("%s", refusal, extra=self.fields("broker_certificate_untrusted"))
             elif not self._stopping:
-                log.warning("RabbitMQ connection failed or closed: %s", reason,
-                            extra={"action": "broker_disconnected"})  # fmt: skip
+                self._log.failed(self._node_name(), lost_reason or reason)
             self._schedule_reconnect()
 
     def _on_connection_open(self, connection: PublishingConnection) -> None:
@@ -294,13 +320,14 @@ class AmqpPublisher:
         and waits for the broker instead of for a publish timeout."""
         if connection is self._connection:
             self._blocked = True
-            log.warning("RabbitMQ blocked the connection: %s", frame.method.reason,
-                        extra={"action": "broker_blocked"})  # fmt: skip
+            log.warning("%s: RabbitMQ blocked the connection: %s", self._name,
+                        frame.method.reason, extra=self.fields("broker_blocked"))  # fmt: skip
 
     def _on_unblocked(self, connection: Any, _frame: Any) -> None:
         if connection is self._connection and self._blocked:
             self._blocked = False
-            log.info("RabbitMQ unblocked the connection", extra={"action": "broker_unblocked"})
+            log.info("%s: RabbitMQ unblocked the connection", self._name,
+                     extra=self.fields("broker_unblocked"))  # fmt: skip
 
     def _on_channel_open(self, channel: Channel) -> None:
         self._channel = channel
@@ -321,9 +348,7 @@ class AmqpPublisher:
         self._backoff_s = _MIN_BACKOFF_S
         self._failed_in_a_row = 0
         self._ready.set()
-        node = self._nodes[self._node]
-        log.info("RabbitMQ publisher ready on exchange %r at %s:%s", self._exchange, node.host,
-                 node.port, extra={"action": "broker_connected"})  # fmt: skip
+        self._log.connected(self._node_name())
 
     def _on_channel_closed(self, channel: Channel, reason: BaseException) -> None:
         connection = self._connection
@@ -331,9 +356,9 @@ class AmqpPublisher:
             return
         self._on_lost()
         if not (self._stopping or connection.is_closing or connection.is_closed):
-            # Reconnecting the whole connection gives the backoff a channel reopen would lack.
-            log.warning("RabbitMQ channel closed: %s", reason,
-                        extra={"action": "broker_channel_closed"})  # fmt: skip
+            # Reconnecting the whole connection gives the backoff a channel reopen would lack;
+            # its loss is logged once, with the channel's reason.
+            self._lost_reason = reason
             connection.close()
 
     def _on_lost(self) -> None:
@@ -401,8 +426,8 @@ class AmqpPublisher:
         try:
             batch.messages = list(group.make(now_ms))
         except Exception:  # the IO loop goes on for the other groups
-            log.exception("making a timed group of %d messages failed", group.size,
-                          extra={"action": "publish_error"})  # fmt: skip
+            log.exception("%s: making a timed group of %d messages failed", self._name,
+                          group.size, extra=self.fields("publish_error"))  # fmt: skip
             batch.finish()
             return
         if late := group.too_late(now_ms):
@@ -413,8 +438,8 @@ class AmqpPublisher:
         try:
             self._declare_then_publish(batch)
         except Exception:
-            log.exception("publishing a batch of %d messages failed", len(batch.messages),
-                          extra={"action": "publish_error"})  # fmt: skip
+            log.exception("%s: publishing a batch of %d messages failed", self._name,
+                          len(batch.messages), extra=self.fields("publish_error"))  # fmt: skip
             batch.finish()
 
     def _declare_then_publish(self, batch: Batch) -> None:
@@ -476,8 +501,8 @@ class AmqpPublisher:
 
     def _on_return(self, channel: Channel, method: Any, properties: Any, _body: bytes) -> None:
         if channel is self._channel:
-            log.warning("broker returned %s: %s", properties.message_id, method.reply_text,
-                        extra={"action": "publish_returned"})  # fmt: skip
+            log.warning("%s: broker returned %s: %s", self._name, properties.message_id,
+                        method.reply_text, extra=self.fields("publish_returned"))  # fmt: skip
             self._confirms.returned(properties.message_id)
 
     def _on_ack_frame(
@@ -501,8 +526,8 @@ class AmqpPublisher:
         tag = method.delivery_tag
         if not acked:
             scope = "up to" if method.multiple else "at"
-            log.warning("broker nacked the messages %s delivery tag %d", scope, tag,
-                        extra={"action": "publish_nacked"})  # fmt: skip
+            log.warning("%s: broker nacked the messages %s delivery tag %d", self._name, scope,
+                        tag, extra=self.fields("publish_nacked"))  # fmt: skip
         self._settle(tag, method.multiple, acked)
 
     def _settle(self, tag: int, multiple: bool, acked: bool) -> None:

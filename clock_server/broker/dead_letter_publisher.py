@@ -31,6 +31,7 @@ from clock_server.broker.amqp_nodes import (
     node_urls,
     tls_context,
 )
+from clock_server.broker.connection_log import ConnectionLog, describe, node_name
 from clock_server.model import DeadLetter
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class AmqpDeadLetterPublisher:
         self._url = url
         self._connect_timeout_s = connect_timeout_s
         self._name = name
+        self._log = ConnectionLog(name)
+        self._node = "-"  # the node connected to last, host:port
 
     def publish_dead(self, letters: Sequence[DeadLetter], timeout_s: float) -> list[bool]:
         """Publish the letters in order, each confirmed before the next; the flags of those
@@ -74,29 +77,35 @@ class AmqpDeadLetterPublisher:
                 _publish(channel, self.exchange, letter)
                 outcome[index] = True
         except (pika.exceptions.AMQPError, OSError) as error:
-            log.warning(
-                "dead letters not confirmed: %s", error or type(error).__name__,
-                extra={"action": "dead_letter_publish_failed"},
-            )  # fmt: skip
+            cause = describe(error)
+            log.warning("%s: dead letters not confirmed: %s", self._name, cause,
+                        extra=self._log.fields(self._node, "dead_letter_publish_failed",
+                                               reason=cause))  # fmt: skip
         finally:
             with contextlib.suppress(pika.exceptions.AMQPError, OSError):
                 connection.close()
         return outcome
 
     def _connect(self, timeout_s: float) -> pika.BlockingConnection | None:
-        last_error: BaseException | None = None
+        """A connection to the first node that takes one; each node that does not is a
+        failure of this connection (one line when it goes down, one when it is back)."""
         for url in node_urls(self._url):
-            parameters = self._parameters(url, timeout_s)
+            params = self._parameters(url, timeout_s)
+            node = node_name(params.host, params.port)
             try:
-                return pika.BlockingConnection(parameters)
+                connection = pika.BlockingConnection(params)
             except (pika.exceptions.AMQPError, OSError) as error:
-                last_error = error
-                if (refusal := certificate_refusal(parameters, error)) is not None:
-                    log.error("%s", refusal, extra={"action": "broker_certificate_untrusted"})
-        log.warning(
-            "cannot reach RabbitMQ for the dead letters: %s", last_error or "no node",
-            extra={"action": "dead_letter_broker_unavailable"},
-        )  # fmt: skip
+                if (refusal := certificate_refusal(params, error)) is not None:
+                    self._log.abandoned()
+                    log.error(
+                        "%s", refusal, extra=self._log.fields(node, "broker_certificate_untrusted")
+                    )
+                else:
+                    self._log.failed(node, error)
+                continue
+            self._node = node
+            self._log.connected(node)
+            return connection
         return None
 
     def _parameters(self, url: str, timeout_s: float) -> pika.URLParameters:

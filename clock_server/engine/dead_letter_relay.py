@@ -63,6 +63,7 @@ class DeadLetterRelay:
         self.batch = batch
         self._held_until_ms = 0  # while this server holds the lease
         self._ask_again_at_ms = 0  # when a server that did not get it asks again
+        self._unconfirmed = False  # the last pass left letters unconfirmed
 
     def run_once(self) -> float:
         """Publish the next letters; returns seconds until the next pass (0: more are left)."""
@@ -84,13 +85,17 @@ class DeadLetterRelay:
                 extra={"action": "dead_letters_published", "published": len(sent)},
             )
         if len(sent) < len(letters):
-            log.warning(
+            # Once per spell: while the broker stays away, every pass fails the same way.
+            log.log(
+                logging.DEBUG if self._unconfirmed else logging.WARNING,
                 "%d dead letters not confirmed by the broker; tried again in %.0f s",
                 len(letters) - len(sent),
                 self.interval_s,
                 extra={"action": "dead_letters_unconfirmed"},
             )
+            self._unconfirmed = True
             return self.interval_s
+        self._unconfirmed = False
         return 0.0 if len(letters) == self.batch else self.interval_s
 
     def _holds_lease(self, now_ms: int) -> bool:
