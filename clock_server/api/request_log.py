@@ -74,16 +74,18 @@ def _finish(response: Response) -> Response:
     if request_id is None:  # _begin did not run: nothing to say
         return response
     response.headers[HEADER] = request_id
-    line = AccessLine(
-        method=request.method,
-        route=request.url_rule.rule if request.url_rule is not None else None,
-        status=response.status_code,
-        application=_application(),
-        request_id=request_id,
-        started=g.clock_request_started,
-        quiet=request.path in QUIET_PATHS,
-    )
-    response.call_on_close(line.write)
+    quiet = request.path in QUIET_PATHS and response.status_code < 500
+    if log.isEnabledFor(logging.DEBUG if quiet else logging.INFO):
+        line = AccessLine(
+            method=request.method,
+            route=request.url_rule.rule if request.url_rule is not None else None,
+            status=response.status_code,
+            application=_application(),
+            request_id=request_id,
+            started=g.clock_request_started,
+            quiet=quiet,
+        )
+        response.call_on_close(line.write)
     return response
 
 
@@ -114,13 +116,12 @@ class AccessLine:
     application: str | None
     request_id: str
     started: float  # time.perf_counter() when the request began
-    quiet: bool
+    quiet: bool  # a probe's or /metrics' answer below 500: written at DEBUG
 
     def write(self) -> None:
         milliseconds = round((time.perf_counter() - self.started) * 1000, 1)
-        level = logging.DEBUG if self.quiet and self.status < 500 else logging.INFO
         log.log(
-            level,
+            logging.DEBUG if self.quiet else logging.INFO,
             "%s %s %d %.1f ms",
             self.method,
             self.route or "-",
