@@ -11,19 +11,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pika
 import pytest
 
 from clock_server.api import create_app
 from clock_server.api.tokens import load_tokens
 from clock_server.broker.connection_log import ConnectionLog, describe
+from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
 from clock_server.log_context import REQUEST_ID
 from clock_server.metrics import Metrics
+from clock_server.model import DeadLetter
 from clock_server.runtime.build_api import build_services
 from clock_server.runtime.logs import log_handler
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.api_support import body
+from tests.support import free_port
 
 ORDERS = "orders-token-0123456789"
 ADMIN = "admin-token-0123456789abc="
@@ -135,6 +139,11 @@ def test_a_reason_is_never_empty() -> None:
     assert describe(ConnectionResetError(104, "reset")) == "ConnectionResetError: [Errno 104] reset"
     assert describe("") == "no reason given"
     assert describe(None) == "no reason given"
+    try:
+        pika.BlockingConnection(pika.URLParameters(f"amqp://127.0.0.1:{free_port()}/%2F"))
+    except pika.exceptions.AMQPConnectionError as error:
+        refused = describe(error)
+    assert refused.startswith("AMQPConnectionError: (") and "ConnectionRefusedError" in refused
 
 
 def test_a_connection_logs_each_change_of_state_once() -> None:
@@ -168,6 +177,24 @@ def test_a_connection_logs_each_change_of_state_once() -> None:
     assert (back["down_s"], back["failed_attempts"]) == (4.5, 3)
     debug = {line["action"] for line in lines if line["level"] == "DEBUG"}
     assert debug == {"broker_connect_failed", "broker_reconnecting"}
+
+
+def test_dead_letters_find_the_broker_away_once_per_outage() -> None:
+    port = free_port()
+    publisher = AmqpDeadLetterPublisher(f"amqp://guest:guest@127.0.0.1:{port}/%2F", "clock.dead")
+    letter = DeadLetter(1, 7, "orders", "b1", "p", 0, None, 5, 3, "nacked")
+    with written("DEBUG") as stream:
+        for _ in range(3):
+            assert publisher.publish_dead([letter], timeout_s=2.0) == [False]
+    lines = [line for line in json_lines(stream) if line["logger"].startswith("clock_server")]
+    assert [(line["level"], line["action"]) for line in lines] == [
+        ("WARNING", "broker_disconnected"),
+        ("DEBUG", "broker_connect_failed"),
+        ("DEBUG", "broker_connect_failed"),
+    ]
+    assert {(line["connection"], line["node"]) for line in lines} == {
+        ("clock-dead-letters", f"127.0.0.1:{port}")}  # fmt: skip
+    assert all("ConnectionRefusedError" in line["reason"] for line in lines)
 
 
 # --- request ids and access lines ----------------------------------------------------------

@@ -18,11 +18,15 @@ log = logging.getLogger(__name__)
 
 
 def describe(reason: object) -> str:
-    """A failure's reason, never empty: an exception's class and message (pika's often have
-    no message), or the text given."""
+    """A failure's reason, never empty: an exception's class and message, or the text given.
+    Many of pika's exceptions have no message but say what happened in their repr, "Class:
+    detail" (the refused connect under an AMQPConnectionError): the detail is used then."""
     if isinstance(reason, BaseException):
+        kind = type(reason).__name__
         text = str(reason)
-        return f"{type(reason).__name__}: {text}" if text else type(reason).__name__
+        if not text and (shown := repr(reason)).startswith(f"{kind}: "):
+            text = shown.removeprefix(f"{kind}: ")
+        return f"{kind}: {text}" if text else kind
     text = str(reason) if reason is not None else ""
     return text or "no reason given"
 
