@@ -1,10 +1,13 @@
-"""A running clock-server's JSON log, read as an operator reads it: every line JSON with an
-action, access lines with request ids, and a broker that closes its connections told once
-per change of state, naming the connection, the node and the reason."""
+"""The log of a broker outage, read as an operator reads it: a running clock-server's JSON
+log, every line JSON with an action, access lines with request ids, and a broker that closes
+its connections told once per change of state, naming the connection, the node and the
+reason; a publisher whose broker is away for a while, told the same, without pika's errors."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import subprocess
 import time
 import urllib.parse
@@ -13,9 +16,11 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support import AMQP_URL, Cluster, ServerProcess, eventually, unique
+from clock_server.broker.amqp_publisher import AmqpPublisher
+from clock_server.runtime.logs import log_handler
+from tests.support import AMQP_URL, Cluster, ServerProcess, TcpProxy, eventually, unique
 
-pytestmark = [pytest.mark.process, pytest.mark.mariadb, pytest.mark.rabbitmq]
+pytestmark = pytest.mark.rabbitmq
 
 CONNECTIONS = ("clock-publisher", "clock-publisher-express")
 STATES = ("broker_connected", "broker_disconnected", "broker_reconnected")
@@ -46,6 +51,8 @@ def _lines(server: ServerProcess) -> list[dict[str, Any]]:
     return lines
 
 
+@pytest.mark.process
+@pytest.mark.mariadb
 def test_a_json_log_of_a_server_whose_broker_closes_its_connections(cluster: Cluster) -> None:
     marker = unique("logs")
     # A property of our own beside each connection's name, to find this server's connections
@@ -109,3 +116,47 @@ def test_a_json_log_of_a_server_whose_broker_closes_its_connections(cluster: Clu
                  and line["level"] not in ("DEBUG", "INFO")]  # fmt: skip
     assert loud_pika == []
     assert {"server_ready", "server_stopped"} <= {line["action"] for line in lines}
+
+
+def _count(stream: io.StringIO, action: str) -> int:
+    return sum(json.loads(line)["action"] == action for line in stream.getvalue().splitlines())
+
+
+def test_a_broker_away_for_a_while_is_one_line_when_lost_and_one_when_back() -> None:
+    stream = io.StringIO()
+    handler = log_handler("INFO", "json", stream)
+    root, states = logging.getLogger(), logging.getLogger("clock_server.broker.connection_log")
+    old_levels = root.level, states.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    states.setLevel(logging.DEBUG)  # the attempts between, to know when some have failed
+    proxy = TcpProxy(5672).start()
+    back = TcpProxy(5672)
+    back.port = proxy.port  # the same node, when it comes back
+    node = f"127.0.0.1:{proxy.port}"
+    publisher = AmqpPublisher(proxy.amqp_url, exchange=unique("clock_test_"), name="alarms-test")
+    try:
+        publisher.start()
+        assert publisher.wait_healthy(10)
+        proxy.cut()  # the open connection drops, and new ones are refused
+        eventually(lambda: _count(stream, "broker_connect_failed") >= 2, 15, 0.05)
+        back.start()
+        assert publisher.wait_healthy(15)
+    finally:
+        publisher.close()
+        back.cut()
+        root.removeHandler(handler)
+        root.setLevel(old_levels[0])
+        states.setLevel(old_levels[1])
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert all(line.get("action") for line in lines)
+    said = [line for line in lines if line["level"] != "DEBUG"]
+    assert [(line["level"], line["action"]) for line in said] == [
+        ("INFO", "broker_connected"),
+        ("WARNING", "broker_disconnected"),
+        ("INFO", "broker_reconnected"),
+    ], lines
+    assert {(line["connection"], line["node"]) for line in said} == {("alarms-test", node)}
+    assert said[1]["reason"].startswith("StreamLostError: ")
+    assert said[2]["failed_attempts"] >= 2 and said[2]["down_s"] > 0
+    assert not any(line["logger"].startswith("pika") for line in lines)
