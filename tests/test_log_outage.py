@@ -53,13 +53,19 @@ def _lines(server: ServerProcess) -> list[dict[str, Any]]:
 
 @pytest.mark.process
 @pytest.mark.mariadb
-def test_a_json_log_of_a_server_whose_broker_closes_its_connections(cluster: Cluster) -> None:
+@pytest.mark.parametrize("web_processes", ["1", "2"])
+def test_a_json_log_of_a_server_whose_broker_closes_its_connections(
+    cluster: Cluster, web_processes: str
+) -> None:
     marker = unique("logs")
     # A property of our own beside each connection's name, to find this server's connections
     # among those of every other server on the broker.
     properties = urllib.parse.quote(str({"clock_test": marker}))
     server = cluster.server(
-        "logs", amqp_url=f"{AMQP_URL}?client_properties={properties}", CLOCK_LOG_FORMAT="json"
+        "logs",
+        amqp_url=f"{AMQP_URL}?client_properties={properties}",
+        CLOCK_LOG_FORMAT="json",
+        CLOCK_WEB_PROCESSES=web_processes,
     ).start()
     sent_id = unique("trace-")
     created = requests.post(
@@ -112,6 +118,9 @@ def test_a_json_log_of_a_server_whose_broker_closes_its_connections(cluster: Clu
         assert lost["level"] == "WARNING"
         assert lost["reason"].startswith("ConnectionClosedByBroker: (320")
         assert "closed by the test" in lost["reason"]
+    engine = {line["process"] for line in lines if line["action"] in STATES}
+    served_by = {line["process"] for line in access.values()}
+    assert len(engine) == 1 and (served_by == engine) == (web_processes == "1")
     loud_pika = [line for line in lines if line["logger"].startswith("pika")
                  and line["level"] not in ("DEBUG", "INFO")]  # fmt: skip
     assert loud_pika == []

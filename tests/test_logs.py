@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -72,6 +73,7 @@ def test_a_json_line_has_the_fields_and_the_extra_of_its_record() -> None:
     assert lost["message"] == "lost 3" and lost["action"] == "thing_lost"
     assert (lost["level"], lost["logger"], lost["connection"]) == (
         "WARNING", "clock_server.engine.test_logs", "c1")  # fmt: skip
+    assert lost["process"] == os.getpid()
     assert lost["thread"] and re.fullmatch(
         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", lost["time"]
     )

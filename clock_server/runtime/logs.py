@@ -73,10 +73,11 @@ def log_handler(level: str, log_format: str, stream: IO[str]) -> logging.Handler
 
 
 def json_formatter() -> logging.Formatter:
-    """One JSON object per line: time (ISO 8601, UTC), level, logger, thread, action,
-    message, then the record's own fields, and `exc_info` with the traceback of an error."""
+    """One JSON object per line: time (ISO 8601, UTC), level, logger, process id, thread,
+    action, message, then the record's own fields, and `exc_info` with the traceback of an
+    error."""
     return JsonFormatter(
-        "{levelname}{name}{threadName}{action}{message}",
+        "{levelname}{name}{process}{threadName}{action}{message}",
         style="{",
         rename_fields={"levelname": "level", "name": "logger", "threadName": "thread"},
         timestamp="time",
