@@ -22,6 +22,7 @@ from clock_server.broker.dead_letter_publisher import AmqpDeadLetterPublisher
 from clock_server.log_context import REQUEST_ID
 from clock_server.metrics import Metrics
 from clock_server.model import DeadLetter
+from clock_server.runtime import cli
 from clock_server.runtime.build_api import build_services
 from clock_server.runtime.logs import log_handler
 from clock_server.settings import Settings
@@ -131,6 +132,33 @@ def test_clock_records_are_not_demoted() -> None:
             "x", extra={"action": "publish_error"}
         )
     assert [line["level"] for line in json_lines(stream)] == ["ERROR"]
+
+
+def test_a_bad_log_format_stops_the_start_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CLOCK_LOG_FORMAT", "xml")
+    assert cli.main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "bad configuration: CLOCK_LOG_FORMAT must be text or json, not 'xml'" in err
+
+
+def test_with_json_a_refused_start_is_a_json_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("CLOCK_TOKENS", "CLOCK_TOKENS_FILE", "CLOCK_ALLOW_UNAUTHENTICATED"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOCK_LOG_FORMAT", "json")
+    monkeypatch.setenv("CLOCK_HOST", "0.0.0.0")  # no tokens: refused before anything starts
+    monkeypatch.setenv("CLOCK_DATABASE_URL", "sqlite:////nonexistent/dir/clock.db")
+    root = logging.getLogger()
+    level = root.level
+    try:
+        assert cli.main(["serve"]) == 2
+    finally:
+        root.setLevel(level)
+    (refused,) = [r for r in caplog.records if getattr(r, "action", None) == "bad_configuration"]
+    assert refused.levelno == logging.ERROR and "CLOCK_HOST='0.0.0.0'" in refused.getMessage()
 
 
 # --- broker connections --------------------------------------------------------------------
