@@ -24,6 +24,7 @@ pytestmark = pytest.mark.rabbitmq
 
 CONNECTIONS = ("clock-publisher", "clock-publisher-express")
 STATES = ("broker_connected", "broker_disconnected", "broker_reconnected")
+BROKER = urllib.parse.urlsplit(AMQP_URL)
 
 
 def _connections(marker: str) -> dict[str, str]:
@@ -113,7 +114,7 @@ def test_a_json_log_of_a_server_whose_broker_closes_its_connections(
         states = [line for line in lines
                   if line["action"] in STATES and line.get("connection") == name]  # fmt: skip
         assert [line["action"] for line in states] == list(STATES), states
-        assert {line["node"] for line in states} == {"127.0.0.1:5672"}
+        assert {line["node"] for line in states} == {f"{BROKER.hostname}:{BROKER.port or 5672}"}
         lost = states[1]
         assert lost["level"] == "WARNING"
         assert lost["reason"].startswith("ConnectionClosedByBroker: (320")
