@@ -1081,6 +1081,32 @@ def test_wrong_method_is_405_json(api, method: str, url: str, allowed: set[str])
     assert not {"PUT"} & allow
 
 
+@pytest.mark.parametrize(
+    ("method", "url", "allowed"),
+    [
+        ("PATCH", "/v1/alarms/app/order-1/count", "POST"),
+        ("DELETE", "/v1/alarms/app/order-1/count", "POST"),
+        ("GET", "/v1/alarms/app/order-1/redrive", "POST"),
+        ("PATCH", "/v1/alarms/app/order-1/redrive", "POST"),
+        ("DELETE", "/v1/alarms/app/order-1/events", "GET"),
+        ("PATCH", "/v1/alarms/app/" + "b" * 128 + "/events", "GET"),
+    ],
+)
+def test_a_method_an_alarms_sub_resource_does_not_take_is_405(
+    api, method: str, url: str, allowed: str
+) -> None:
+    """.../count, .../redrive and .../events name the sub-resource for every method, also one
+    that only the alarm itself takes; the alarm "order-1/count" is reached with %2F."""
+    create(api, business_id="order-1/count")
+    with unchanged(api):
+        response = api.client.open(url, method=method, json={"payload": "p"})
+        assert_error(response, 405, "method_not_allowed", None)
+    assert response.headers["Allow"] == allowed
+    escaped = api.client.delete("/v1/alarms/app/order-1%2Fcount")
+    assert escaped.status_code == 200
+    assert escaped.get_json()["business_id"] == "order-1/count"
+
+
 # --- hostile input never gives a 500 ---------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from flask import Blueprint, Response, current_app, jsonify, request
+from werkzeug.exceptions import MethodNotAllowed
 
 from clock_server.api import validation
 from clock_server.api.access import Creators, actor, authorize, authorize_listing, current_grant
@@ -20,6 +21,8 @@ from clock_server.model import Alarm, NewAlarm
 from clock_server.settings import Settings
 
 INCREMENT_MAX_BYTES = 1_024  # an increment_id of 128 characters and a count fit easily
+# An alarm's sub-resources, by the last segment of their path, and the methods each takes.
+SUB_RESOURCES = {"events": ("GET",), "count": ("POST",), "redrive": ("POST",)}
 
 api = Blueprint("api", __name__)
 
@@ -91,6 +94,7 @@ def create_alarms() -> tuple[Response, int]:
 
 @api.get("/v1/alarms/<application>/<path:business_id>")
 def get_alarm(application: str, business_id: str) -> Response:
+    check_alarm_path(business_id)
     check_key(application, business_id)
     return jsonify(services().store.get(application, business_id).to_json())
 
@@ -98,6 +102,7 @@ def get_alarm(application: str, business_id: str) -> Response:
 @api.patch("/v1/alarms/<application>/<path:business_id>")
 def update_alarm(application: str, business_id: str) -> Response:
     svc = services()
+    check_alarm_path(business_id)
     check_key(application, business_id)
     data = json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
@@ -112,6 +117,7 @@ def update_alarm(application: str, business_id: str) -> Response:
 @api.delete("/v1/alarms/<application>/<path:business_id>")
 def cancel_alarm(application: str, business_id: str) -> Response:
     svc = services()
+    check_alarm_path(business_id)
     check_key(application, business_id)
     now_ms = svc.clock.now_ms()
     alarm, changed = svc.store.cancel_telling(
@@ -145,7 +151,7 @@ def count_alarm(application: str, business_id: str) -> Response:
 
 @api.get("/v1/alarms/<application>/<path:business_id>/events")
 def alarm_events(application: str, business_id: str) -> Response:
-    if not _names_the_events():
+    if _escaped_last_slash():
         return get_alarm(application, f"{business_id}/events")
     check_key(application, business_id)
     events = services().history.events(application, business_id)
@@ -216,15 +222,24 @@ def check_key(application: str, business_id: str) -> None:
     authorize(application)
 
 
-def _names_the_events() -> bool:
-    """Whether a path ending in "/events" asks for the events, rather than for the alarm
-    whose business_id ends in "/events": that one's "/" comes escaped as %2F (as the SDK
-    sends every "/" of a business_id), which only the raw request line still shows."""
+def check_alarm_path(business_id: str) -> None:
+    """405, with the methods it takes, for a path that names one of an alarm's sub-resources
+    (.../events, .../count, .../redrive) with a method that only the alarm itself takes: the
+    alarm whose business_id ends in "/count" is reached with that "/" sent as %2F."""
+    head, slash, last = business_id.rpartition("/")
+    if slash and head and last in SUB_RESOURCES and not _escaped_last_slash():
+        raise MethodNotAllowed(valid_methods=SUB_RESOURCES[last])
+
+
+def _escaped_last_slash() -> bool:
+    """Whether the path's last "/" came escaped as %2F (as the SDK sends every "/" of a
+    business_id), which only the raw request line still shows: then a path ending in
+    "/events" is the alarm whose business_id ends so, not that alarm's history."""
     raw = request.environ.get("REQUEST_URI") or request.environ.get("RAW_URI")
     if not raw:
-        return True
+        return False
     last = str(raw).split("?", 1)[0].rsplit("/", 1)[-1]
-    return unquote(last) == "events"
+    return "/" in unquote(last)
 
 
 def notify(svc: Services, due_ms: int) -> None:
