@@ -472,8 +472,8 @@ def test_batch_items_of_other_applications_get_their_own_403(auth_api: AuthApi) 
     items = [
         body(application="orders", business_id="a"),
         body(application="other", business_id="b"),
-        body(application="billing", business_id="c", payload=None),  # 400 before 403
-        body(application="nope", business_id="d", payload=None),  # 400 before 403
+        body(application="billing", business_id="c", latest_ring_at=0),  # 400 before 403
+        body(application="nope", business_id="d", latest_ring_at=0),  # 400 before 403
         body(application="billing", business_id="e"),
         body(application="other", business_id="f", payload="x" * 2000),  # 413 before 403
     ]

@@ -677,7 +677,14 @@ def test_live_batch_create_with_one_bad_item(live: ClockClient) -> None:
     due = _now_ms() + 3_600_000
     items: list[dict[str, Any]] = [
         {"application": app, "business_id": "a", "payload": "1", "target_ring_at": due},
-        {"application": app, "business_id": "bad", "payload": "2"},  # no time given
+        # a cutoff before its target: a rule of each item's own, not of the batch's shape
+        {
+            "application": app,
+            "business_id": "bad",
+            "payload": "2",
+            "target_ring_at": due,
+            "latest_ring_at": due - 1,
+        },
         {"application": app, "business_id": "c", "payload": "3", "delay": 3600},
     ]
     results = live.batch_create(items)

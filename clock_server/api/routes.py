@@ -54,16 +54,16 @@ def create_alarm() -> tuple[Response, int]:
 def create_alarms() -> tuple[Response, int]:
     svc = services()
     data = json_body(svc.settings.batch_max_bytes, "CLOCK_BATCH_MAX_BYTES")
-    items = validation.batch_items(data, svc.settings.batch_max_items)
+    requests = validation.batch_requests(data, svc.settings.batch_max_items)
     now_ms = svc.clock.now_ms()
     results: list[dict[str, Any] | None] = []
     valid = []
     creators = Creators()
-    for item in items:
+    for item in requests:
         try:
             # an item of another application gets its own 403
             valid.append(
-                validation.new_alarm(item, now_ms, svc.settings.payload_max_bytes, creators)
+                validation.alarm_from(item, now_ms, svc.settings.payload_max_bytes, creators)
             )
             results.append(None)
         except ClockError as error:

@@ -106,7 +106,7 @@ class BatchCreate(BaseModel):
     """POST /v1/alarms/batch: each item is a CreateAlarm, validated on its own."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
-    alarms: list[Any]  # items that are not objects get their own 400 in the results
+    alarms: list[Any]  # each validated on its own, so that the 400 names the item
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:
@@ -139,26 +139,56 @@ def new_alarm(
     payload_max_bytes: int,
     creator: Callable[[str], str | None] = lambda application: None,
 ) -> NewAlarm:
-    """Validate a create request; the target comes from delay_ms when that is given. A
-    count-only alarm (`count_only` with `ring_after_count`) has no time: its target is the
-    end of the year 9999, so it rings by its count alone. `creator(application)`, asked once
-    the request is valid, names who creates it (`created_by`); it may refuse by raising."""
+    """Validate a create request: its shape (`alarm_request`), then the rules beyond it."""
+    return alarm_from(alarm_request(data), now_ms, payload_max_bytes, creator)
+
+
+def alarm_request(data: Any) -> CreateAlarm:
+    """A create request as the document's CreateAlarm describes it: a JSON object of the
+    model's fields, with exactly one of target_ring_at and delay_ms, or `count_only` with
+    `ring_after_count` and no time."""
     if not isinstance(data, dict):
         raise ValidationError("each alarm must be a JSON object")
-    body = _validate(CreateAlarm, data, payload_max_bytes)
-    target: int | None
+    body: CreateAlarm = _validate(CreateAlarm, data, None)
     if body.count_only:
-        target = _count_only_target(body)
-    else:
-        no_time = body.target_ring_at is None and body.delay_ms is None
-        if body.ring_after_count is not None and no_time:
+        if body.ring_after_count is None:
+            raise ValidationError("count_only needs ring_after_count", field="ring_after_count")
+        for name in ("target_ring_at", "delay_ms", "latest_ring_at"):
+            if getattr(body, name) is not None:
+                raise ValidationError(
+                    f"a count_only alarm has no time: leave out {name}", field=name
+                )
+    elif body.target_ring_at is not None and body.delay_ms is not None:
+        raise ValidationError("give target_ring_at or delay_ms, not both", field="delay_ms")
+    elif body.target_ring_at is None and body.delay_ms is None:
+        if body.ring_after_count is not None:
             raise ValidationError(
                 "a count-triggered alarm needs its deadline (target_ring_at or delay_ms), "
                 "or count_only: true to ring by its count alone",
                 field="target_ring_at",
             )
-        target = _one_target(body.target_ring_at, body.delay_ms, now_ms, required=True)
-    assert target is not None
+        raise ValidationError("give one of target_ring_at or delay_ms", field="target_ring_at")
+    return body
+
+
+def alarm_from(
+    body: CreateAlarm,
+    now_ms: int,
+    payload_max_bytes: int,
+    creator: Callable[[str], str | None] = lambda application: None,
+) -> NewAlarm:
+    """The alarm a well-shaped create request makes, by the rules the document's schema
+    cannot state: the payload within its limit in bytes, a delay that stays within the year
+    9999, and no cutoff before the target. A count-only alarm's target is the end of the year
+    9999, so it rings by its count alone. `creator(application)`, asked once the request is
+    valid, names who creates it (`created_by`); it may refuse by raising."""
+    _check_payload(body.payload, payload_max_bytes)
+    if body.count_only:
+        target = MAX_EPOCH_MS
+    else:
+        found = _one_target(body.target_ring_at, body.delay_ms, now_ms, required=True)
+        assert found is not None
+        target = found
     if body.latest_ring_at is not None and body.latest_ring_at < target:
         raise ValidationError(
             "latest_ring_at must not be before target_ring_at", field="latest_ring_at"
@@ -174,13 +204,11 @@ def new_alarm(
     )
 
 
-def _count_only_target(body: CreateAlarm) -> int:
-    if body.ring_after_count is None:
-        raise ValidationError("count_only needs ring_after_count", field="ring_after_count")
-    for name in ("target_ring_at", "delay_ms", "latest_ring_at"):
-        if getattr(body, name) is not None:
-            raise ValidationError(f"a count_only alarm has no time: leave out {name}", field=name)
-    return MAX_EPOCH_MS
+def _check_payload(payload: str, limit: int) -> None:
+    if len(payload.encode("utf-8")) > limit:
+        raise PayloadTooLarge(
+            f"payload: payload is over the limit of {limit} bytes", field="payload"
+        )
 
 
 class Increment(_Body):
@@ -214,7 +242,10 @@ def alarm_changes(data: dict[str, Any], now_ms: int, payload_max_bytes: int) -> 
     )
 
 
-def batch_items(data: dict[str, Any], max_items: int) -> list[Any]:
+def batch_requests(data: dict[str, Any], max_items: int) -> list[CreateAlarm]:
+    """The items of a batch, each as the document's CreateAlarm describes it. One that is not
+    makes the whole batch a 400 naming it (`alarms.<index>.<field>`); the rules beyond the
+    schema are each item's own (`alarm_from`)."""
     body = _validate(BatchCreate, data, None)
     if not body.alarms:
         raise ValidationError("alarms must hold at least one alarm", field="alarms")
@@ -222,7 +253,16 @@ def batch_items(data: dict[str, Any], max_items: int) -> list[Any]:
         raise PayloadTooLarge(
             f"a batch holds at most {max_items} alarms, got {len(body.alarms)}", field="alarms"
         )
-    return body.alarms
+    requests = []
+    for index, item in enumerate(body.alarms):
+        try:
+            requests.append(alarm_request(item))
+        except ValidationError as error:
+            field = ".".join(
+                str(part) for part in ("alarms", index, error.field) if part is not None
+            )
+            raise ValidationError(f"alarms[{index}]: {error.message}", field=field) from None
+    return requests
 
 
 class Redrive(_Body):
