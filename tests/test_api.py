@@ -1113,12 +1113,13 @@ def test_wrong_method_is_405_json(api, method: str, url: str, allowed: set[str])
 @pytest.mark.parametrize(
     ("method", "url", "allowed"),
     [
-        ("PATCH", "/v1/alarms/app/order-1/count", "POST"),
-        ("DELETE", "/v1/alarms/app/order-1/count", "POST"),
-        ("GET", "/v1/alarms/app/order-1/redrive", "POST"),
-        ("PATCH", "/v1/alarms/app/order-1/redrive", "POST"),
-        ("DELETE", "/v1/alarms/app/order-1/events", "GET"),
-        ("PATCH", "/v1/alarms/app/" + "b" * 128 + "/events", "GET"),
+        ("PATCH", "/v1/alarms/app/order-1/count", "OPTIONS, POST"),
+        ("DELETE", "/v1/alarms/app/order-1/count", "OPTIONS, POST"),
+        ("GET", "/v1/alarms/app/order-1/redrive", "OPTIONS, POST"),
+        ("PATCH", "/v1/alarms/app/order-1/redrive", "OPTIONS, POST"),
+        ("DELETE", "/v1/alarms/app/order-1/events", "GET, HEAD, OPTIONS"),
+        ("POST", "/v1/alarms/app/order-1/events", "GET, HEAD, OPTIONS"),
+        ("PATCH", "/v1/alarms/app/" + "b" * 128 + "/events", "GET, HEAD, OPTIONS"),
     ],
 )
 def test_a_method_an_alarms_sub_resource_does_not_take_is_405(
@@ -1134,6 +1135,24 @@ def test_a_method_an_alarms_sub_resource_does_not_take_is_405(
     escaped = api.client.delete("/v1/alarms/app/order-1%2Fcount")
     assert escaped.status_code == 200
     assert escaped.get_json()["business_id"] == "order-1/count"
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("/v1/alarms/app/x/count", "OPTIONS, POST"),
+        ("/v1/alarms/app/x/redrive", "OPTIONS, POST"),
+        ("/v1/alarms/app/x/events", "GET, HEAD, OPTIONS"),
+    ],
+)
+def test_options_of_an_alarms_sub_resource_lists_its_methods_only(
+    api, url: str, allowed: str
+) -> None:
+    response = api.client.options(url)
+    assert response.status_code == 200
+    assert response.headers["Allow"] == allowed
+    alarm = {m.strip() for m in api.client.options("/v1/alarms/app/x").headers["Allow"].split(",")}
+    assert alarm == {"DELETE", "GET", "HEAD", "OPTIONS", "PATCH"}
 
 
 # --- hostile input never gives a 500 ---------------------------------------------------------

@@ -21,7 +21,7 @@ from clock_server.api.health_routes import health
 from clock_server.api.http_errors import clock_error, http_error, unexpected_error
 from clock_server.api.pull_routes import pulls
 from clock_server.api.request_guard import RequestGuard, install, screen_body, screen_request
-from clock_server.api.routes import api
+from clock_server.api.routes import allow_sub_resource_methods, api
 from clock_server.api.services import Services
 from clock_server.errors import ClockError
 
@@ -42,6 +42,7 @@ def create_app(services: Services) -> Flask:
     app.before_request(authenticate)  # 401 for /v1 without a valid token, when tokens are set
     app.before_request(screen_body)  # a JSON body within the route's limit
     app.after_request(no_sniff)
+    app.after_request(allow_sub_resource_methods)
     app.register_blueprint(api)
     app.register_blueprint(health)
     app.register_blueprint(applications)

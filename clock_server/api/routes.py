@@ -94,7 +94,7 @@ def create_alarms() -> tuple[Response, int]:
 
 @api.get("/v1/alarms/<application>/<path:business_id>")
 def get_alarm(application: str, business_id: str) -> Response:
-    check_alarm_path(business_id)
+    check_alarm_path()
     check_key(application, business_id)
     return jsonify(services().store.get(application, business_id).to_json())
 
@@ -102,7 +102,7 @@ def get_alarm(application: str, business_id: str) -> Response:
 @api.patch("/v1/alarms/<application>/<path:business_id>")
 def update_alarm(application: str, business_id: str) -> Response:
     svc = services()
-    check_alarm_path(business_id)
+    check_alarm_path()
     check_key(application, business_id)
     data = json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
@@ -117,7 +117,7 @@ def update_alarm(application: str, business_id: str) -> Response:
 @api.delete("/v1/alarms/<application>/<path:business_id>")
 def cancel_alarm(application: str, business_id: str) -> Response:
     svc = services()
-    check_alarm_path(business_id)
+    check_alarm_path()
     check_key(application, business_id)
     now_ms = svc.clock.now_ms()
     alarm, changed = svc.store.cancel_telling(
@@ -222,13 +222,37 @@ def check_key(application: str, business_id: str) -> None:
     authorize(application)
 
 
-def check_alarm_path(business_id: str) -> None:
+def check_alarm_path() -> None:
     """405, with the methods it takes, for a path that names one of an alarm's sub-resources
     (.../events, .../count, .../redrive) with a method that only the alarm itself takes: the
     alarm whose business_id ends in "/count" is reached with that "/" sent as %2F."""
-    head, slash, last = business_id.rpartition("/")
-    if slash and head and last in SUB_RESOURCES and not _escaped_last_slash():
-        raise MethodNotAllowed(valid_methods=SUB_RESOURCES[last])
+    methods = sub_resource_methods()
+    if methods is not None:
+        raise MethodNotAllowed(valid_methods=methods)
+
+
+def sub_resource_methods() -> tuple[str, ...] | None:
+    """The methods of the alarm's sub-resource that this request's path names, if it names
+    one (its last "/" not escaped), with OPTIONS, and HEAD beside GET."""
+    parts = request.path.split("/", 4)  # "", "v1", "alarms", application, the rest
+    if len(parts) < 5 or parts[1:3] != ["v1", "alarms"]:
+        return None
+    head, slash, last = parts[4].rpartition("/")
+    if not (slash and head and last in SUB_RESOURCES) or _escaped_last_slash():
+        return None
+    methods = SUB_RESOURCES[last]
+    return tuple(sorted({*methods, "OPTIONS", *(["HEAD"] if "GET" in methods else [])}))
+
+
+def allow_sub_resource_methods(response: Response) -> Response:
+    """A 405 or an OPTIONS answer on a path that names an alarm's sub-resource lists the
+    sub-resource's methods only: the router's list also holds the alarm's, since the path
+    matches the alarm's route too (a business_id may hold "/")."""
+    if response.status_code == 405 or request.method == "OPTIONS":
+        methods = sub_resource_methods()
+        if methods is not None:
+            response.headers["Allow"] = ", ".join(methods)
+    return response
 
 
 def _escaped_last_slash() -> bool:
