@@ -5,14 +5,25 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from pydantic import BaseModel
+
 from clock_server import __version__
 from clock_server.api.application_validation import ApplicationSettings
 from clock_server.api.health_openapi import health_paths
 from clock_server.api.overview_openapi import overview_path
 from clock_server.api.pull_openapi import pull_paths
-from clock_server.api.validation import CreateAlarm, UpdateAlarm
+from clock_server.api.rules_openapi import RULES_KEY, declare_rules
+from clock_server.api.validation import BulkCancel, BulkRedrive, CreateAlarm, Redrive, UpdateAlarm
 from clock_server.api.webhook_openapi import webhook_secret_path
-from clock_server.model import APPLICATION_PATTERN, EVENT_KINDS, STATUSES
+from clock_server.model import (
+    APPLICATION_PATTERN,
+    DEAD,
+    EVENT_KINDS,
+    EXPIRED,
+    MAX_EPOCH_MS,
+    PENDING,
+    STATUSES,
+)
 
 _REF = "#/components/schemas/{model}"
 
@@ -260,13 +271,17 @@ _LIST_PARAMS = [
         "name": "due_from",
         "in": "query",
         "description": "next_try_time at or after this epoch ms; pages in next_try_time order",
-        "schema": {"anyOf": [{"type": "integer", "minimum": 0}, _NO_FILTER]},
+        "schema": {
+            "anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_EPOCH_MS}, _NO_FILTER]
+        },
     },
     {
         "name": "due_to",
         "in": "query",
         "description": "next_try_time before this epoch ms; pages in next_try_time order",
-        "schema": {"anyOf": [{"type": "integer", "minimum": 0}, _NO_FILTER]},
+        "schema": {
+            "anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_EPOCH_MS}, _NO_FILTER]
+        },
     },
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}},
     {
@@ -277,17 +292,26 @@ _LIST_PARAMS = [
     },
 ]
 
-_DUE_FIELDS = {
-    "target_ring_at": {"type": "integer", "minimum": 0, "description": "epoch ms"},
-    "delay_ms": {"type": "integer", "minimum": 0},
+# A due time given by both of them is a 400; either may be null, the same as left out.
+_ONE_DUE_TIME = {
+    "not": {
+        "required": ["target_ring_at", "delay_ms"],
+        "properties": {"target_ring_at": {"type": "integer"}, "delay_ms": {"type": "integer"}},
+    }
 }
-_FILTER_FIELDS = {
-    "application": {"type": "string", "pattern": APPLICATION_PATTERN},
-    "status": {"type": "string", "enum": list(STATUSES)},
-    "business_id_prefix": {"type": "string", "minLength": 1, "maxLength": 128},
-    "due_from": {"type": "integer", "minimum": 0},
-    "due_to": {"type": "integer", "minimum": 0},
-}
+
+
+def _action_body(model: type[BaseModel], statuses: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The body of a re-drive or a bulk action: its model's schema (null is the same as
+    leaving a field out), with the statuses its filter may name."""
+    schema = model.model_json_schema(ref_template=_REF)
+    if "status" in schema["properties"]:
+        schema["properties"]["status"]["anyOf"][0]["enum"] = list(statuses)
+    if "delay_ms" in schema["properties"]:
+        schema.update(_ONE_DUE_TIME)
+    return schema
+
+
 _BULK_OUTCOME = {
     "type": "object",
     "required": ["changed", "done"],
@@ -346,9 +370,7 @@ def _action_paths() -> dict[str, Any]:
                 "budget, due now or at the time given",
                 "requestBody": {
                     "required": False,
-                    **_json(
-                        {"type": "object", "additionalProperties": False, "properties": _DUE_FIELDS}
-                    ),
+                    **_json(_action_body(Redrive)),
                 },
                 "responses": {
                     "200": _alarm_ok("the alarm, pending again"),
@@ -361,13 +383,7 @@ def _action_paths() -> dict[str, Any]:
                 "summary": "Re-drive every dead or expired alarm matching a filter (admin)",
                 "requestBody": {
                     "required": False,
-                    **_json(
-                        {
-                            "type": "object",
-                            "additionalProperties": False,
-                            "properties": {**_FILTER_FIELDS, **_DUE_FIELDS},
-                        }
-                    ),
+                    **_json(_action_body(BulkRedrive, (DEAD, EXPIRED))),
                 },
                 "responses": {"200": {"description": "how many", **_json(_BULK_OUTCOME)}}
                 | bulk_errors,
@@ -378,13 +394,7 @@ def _action_paths() -> dict[str, Any]:
                 "summary": "Cancel every pending alarm matching a filter (admin)",
                 "requestBody": {
                     "required": False,
-                    **_json(
-                        {
-                            "type": "object",
-                            "additionalProperties": False,
-                            "properties": _FILTER_FIELDS,
-                        }
-                    ),
+                    **_json(_action_body(BulkCancel, (PENDING,))),
                 },
                 "responses": {"200": {"description": "how many", **_json(_BULK_OUTCOME)}}
                 | bulk_errors,
@@ -476,12 +486,20 @@ def _burst_needs_rate(burst: str, rate: str) -> dict[str, Any]:
 
 
 def _settings_schema() -> dict[str, Any]:
-    """PUT's body: ApplicationSettings' model schema, plus a rule checked in code that JSON
-    Schema can say: a burst needs its rate. retry_cap_s must also be at least retry_base_s."""
+    """PUT's body: ApplicationSettings' model schema, plus the rules checked in code that JSON
+    Schema can say: a burst needs its rate, the webhook channel a webhook_url. The others are
+    declared in api/rules_openapi.py."""
     schema = ApplicationSettings.model_json_schema(ref_template=_REF)
     schema["allOf"] = [
         _burst_needs_rate("create_burst", "create_rate_per_s"),
         _burst_needs_rate("ring_burst", "ring_rate_per_s"),
+        {
+            "if": {"required": ["channel"], "properties": {"channel": {"const": "webhook"}}},
+            "then": {
+                "required": ["webhook_url"],
+                "properties": {"webhook_url": {"type": "string"}},
+            },
+        },
     ]
     return schema
 
@@ -654,8 +672,12 @@ def openapi_document() -> dict[str, Any]:
             },
             "delete": {
                 "summary": "Cancel an alarm; never rung after a 200",
+                "description": "A cancel keeps the alarm's record, with status cancelled: "
+                "GET of the alarm answers 200 (not 404) until the retention purge deletes it "
+                "(CLOCK_RETENTION_DAYS after the cancel), and a create with its key answers "
+                "200 with it, cancelled. A DELETE repeated answers 200 too.",
                 "responses": {
-                    "200": _alarm_ok("cancelled"),
+                    "200": _alarm_ok("cancelled; the alarm stays readable, cancelled"),
                     **_errors(400, 401, 403, 404, 409, 503),
                 },
             },
@@ -747,12 +769,16 @@ def openapi_document() -> dict[str, Any]:
         [_APPLICATION_PATH_PARAM], _admin_errors(400, 401, 403, 404, 503)
     )
     _add_edge_errors(paths)
+    declare_rules(paths)
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "clock",
             "version": __version__,
-            "description": "Alarms stored in a database and rung to RabbitMQ on time.",
+            "description": "Alarms stored in a database and rung to RabbitMQ on time. "
+            "An integer is written as one: 735, not 735.0, which JSON Schema also counts as "
+            "an integer (a 400). The rules the schema cannot state are declared on each "
+            f"operation under {RULES_KEY}.",
         },
         "paths": paths,
         "security": [{"bearer": []}],
