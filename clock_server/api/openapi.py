@@ -18,6 +18,7 @@ from clock_server.api.webhook_openapi import webhook_secret_path
 from clock_server.model import (
     APPLICATION_PATTERN,
     DEAD,
+    DOT_SEGMENTS,
     EVENT_KINDS,
     EXPIRED,
     MAX_EPOCH_MS,
@@ -26,6 +27,12 @@ from clock_server.model import (
 )
 
 _REF = "#/components/schemas/{model}"
+# An application's name, other than "." and "..", which a URL cannot carry as a path segment.
+_APPLICATION_NAME = {
+    "type": "string",
+    "pattern": APPLICATION_PATTERN,
+    "not": {"enum": sorted(DOT_SEGMENTS)},
+}
 
 _ALARM = {
     "type": "object",
@@ -237,7 +244,7 @@ _KEY_PARAMS = [
         "name": "application",
         "in": "path",
         "required": True,
-        "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+        "schema": _APPLICATION_NAME,
     },
     {
         "name": "business_id",
@@ -254,7 +261,7 @@ _LIST_PARAMS = [
         "name": "application",
         "in": "query",
         "description": "only this application's alarms; needed with a token that is not admin",
-        "schema": {"anyOf": [{"type": "string", "pattern": APPLICATION_PATTERN}, _NO_FILTER]},
+        "schema": {"anyOf": [_APPLICATION_NAME, _NO_FILTER]},
     },
     {
         "name": "status",
@@ -442,7 +449,7 @@ _APPLICATION_PATH_PARAM = {
     "name": "application",
     "in": "path",
     "required": True,
-    "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+    "schema": _APPLICATION_NAME,
 }
 
 _APPLICATION_PARAMS = [_APPLICATION_PATH_PARAM, _COUNTS_PARAM]

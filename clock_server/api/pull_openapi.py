@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clock_server.model import APPLICATION_PATTERN, CHANNELS
+from clock_server.model import APPLICATION_PATTERN, CHANNELS, DOT_SEGMENTS
 
 _ALARM_ID = {"type": "string", "pattern": "^[0-9]{1,19}$", "description": "an alarm id"}
 
@@ -140,7 +140,11 @@ def pull_paths(errors: dict[str, Any], too_many: dict[str, Any]) -> dict[str, An
             "name": "application",
             "in": "path",
             "required": True,
-            "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+            "schema": {
+                "type": "string",
+                "pattern": APPLICATION_PATTERN,
+                "not": {"enum": sorted(DOT_SEGMENTS)},
+            },
         }
     ]
     return {

@@ -49,7 +49,11 @@ def _not_dots(value: str) -> str:
 
 Application = Annotated[
     str,
-    Field(pattern=APPLICATION_PATTERN, description="routing key and queue suffix"),
+    Field(
+        pattern=APPLICATION_PATTERN,
+        description="routing key and queue suffix",
+        json_schema_extra={"not": {"enum": sorted(DOT_SEGMENTS)}},
+    ),
     AfterValidator(_not_dots),
 ]
 BusinessId = Annotated[Text, Field(min_length=1, max_length=128)]
