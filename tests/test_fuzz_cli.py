@@ -59,6 +59,9 @@ def test_schemathesis_run_with_every_check_finds_no_failure(tmp_path: Path) -> N
                 f"{server.base_url}/openapi.json",
                 "--checks",
                 "all",
+                # named too, so that the run stops if tests/schemathesis_checks.py did not add them
+                "--checks",
+                "declared_rules_only,cancelled_stays_cancelled",
                 # each replaced by a check of tests/schemathesis_checks.py; the document says why
                 "--exclude-checks",
                 "positive_data_acceptance,use_after_free",
