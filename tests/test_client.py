@@ -694,6 +694,13 @@ def test_live_batch_create_with_one_bad_item(live: ClockClient) -> None:
     assert [r.status for r in live.batch_create(items)] == [200, 400, 200]
     with pytest.raises(NotFound):
         live.get(app, "bad")
+    no_time = {"application": app, "business_id": "no-time", "payload": "4"}
+    with pytest.raises(ValidationError) as refused:  # not a create request: the whole batch
+        live.batch_create([{**items[0], "business_id": "d"}, no_time])
+    assert refused.value.field == "alarms.1.target_ring_at"
+    for business_id in ("d", "no-time"):
+        with pytest.raises(NotFound):
+            live.get(app, business_id)
 
 
 def test_live_update_and_cancel(live: ClockClient) -> None:

@@ -152,9 +152,13 @@ class ClockClient:
 
         Each item is a mapping with create()'s argument names (``application``,
         ``business_id``, ``payload``, ``target_ring_at`` or ``delay``, optional
-        ``latest_ring_at``). An item the server rejects gives a result with ``error``
-        set; it does not raise. More than 1000 items are sent in several requests.
-        Raises TypeError/ValueError for an item the client cannot encode.
+        ``latest_ring_at``). An item the server rejects by a rule of its own (a cutoff
+        before its target, a payload over the limit, another application's, a limit of the
+        application) gives a result with ``error`` set; it does not raise. An item that is
+        not a create request at all (neither time, or both) makes the server refuse its
+        request: ValidationError naming the item, none of that request's items created.
+        More than 1000 items are sent in several requests. Raises TypeError/ValueError for
+        an item the client cannot encode.
         """
         results: builtins.list[BatchResult] = []
         for call in calls.batch_creates(items):
