@@ -98,7 +98,7 @@ def fuzz_settings(examples: int) -> Any:
 
 def integral(value: Any) -> Any:
     """`value` with 735.0 made 735. JSON Schema counts 735.0 as an integer, but the API takes
-    only integers written as such (docs/api.md), and the document cannot say so."""
+    only integers written as such, as the document's description says (docs/api.md)."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
