@@ -14,6 +14,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from clock_server.api import application_validation, validation
 from clock_server.api.access import authorize_admin, authorize_secrets, reads_only
+from clock_server.api.answers.applications import WebhookSecret
 from clock_server.api.routes import optional_json_body, services
 from clock_server.api.services import Services
 from clock_server.delivery.secrets import new_secret
@@ -110,15 +111,15 @@ def rotate_webhook_secret(application: str) -> Response:
     return jsonify(_secret_json(stored, now_ms))
 
 
-def _secret_json(policy: ApplicationPolicy, now_ms: int) -> dict[str, Any]:
+def _secret_json(policy: ApplicationPolicy, now_ms: int) -> WebhookSecret:
     """The secret, and until when the one it replaced still signs (null: it does not)."""
     until = policy.webhook_previous_secret_until
     overlapping = len(policy.signing_secrets(now_ms)) > 1
-    return {
-        "application": policy.name,
-        "webhook_secret": policy.webhook_secret,
-        "previous_secret_signs_until": until if overlapping else None,
-    }
+    return WebhookSecret(
+        application=policy.name,
+        webhook_secret=policy.webhook_secret,
+        previous_secret_signs_until=until if overlapping else None,
+    )
 
 
 def _with_secret_if_webhook(policy: ApplicationPolicy) -> ApplicationPolicy:

@@ -1,53 +1,33 @@
 """The pull channel over HTTP: a pull application's consumers lease its due messages
 (`POST /v1/applications/{application}/pull`, a long poll) and ack them by id
 (`POST /v1/applications/{application}/ack`). A token that covers the application may do
-both; its OpenAPI entries are in api/pull_openapi.py."""
+both; its bodies are validated by api/pull_validation.py."""
 
 from __future__ import annotations
 
 import functools
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import cast
 
 from flask import Blueprint, Response, jsonify
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic import ValidationError as PydanticError
 
 from clock_server.api.access import authorize
+from clock_server.api.answers.messages import Acked, Message, Pulled, PulledMessage
+from clock_server.api.pull_validation import AckBody, PullBody, validated
 from clock_server.api.routes import json_body, optional_json_body, services
 from clock_server.api.services import Services
 from clock_server.api.validation import check_application
-from clock_server.errors import Conflict, ValidationError
+from clock_server.errors import Conflict
 from clock_server.metrics import Metrics
 from clock_server.model import PULL, ApplicationPolicy
 from clock_server.store.pulls import Leased, RetryLimits, SqlPullQueue
 
-MAX_MESSAGES = 100  # the most messages one pull leases
-MAX_WAIT_S = 20.0  # the longest a pull waits for a message
-MAX_ACK_IDS = 1_000
 PULL_BODY_MAX_BYTES = 1_024
 # 1,000 ids of up to 19 digits, quoted and separated, with room to spare.
 ACK_BODY_MAX_BYTES = 64 * 1_024
 
-AlarmId = Annotated[str, Field(pattern=r"^[0-9]{1,19}$", description="an alarm id")]
-
 pulls = Blueprint("pulls", __name__)
-
-
-class PullBody(BaseModel):
-    """POST .../pull: how many messages at most, and how long to wait for the first."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
-    max: Annotated[int, Field(ge=1, le=MAX_MESSAGES)] = 10
-    wait_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)] = 0.0
-
-
-class AckBody(BaseModel):
-    """POST .../ack: the ids of the messages handled."""
-
-    model_config = ConfigDict(strict=True, extra="forbid")
-    ids: Annotated[list[AlarmId], Field(min_length=1, max_length=MAX_ACK_IDS)]
 
 
 @pulls.post("/v1/applications/<application>/pull")
@@ -59,7 +39,7 @@ def pull(application: str) -> Response:
     svc = services()
     check_application(application)
     authorize(application)
-    body = _validated(PullBody, optional_json_body(PULL_BODY_MAX_BYTES, "1 KiB"))
+    body = validated(PullBody, optional_json_body(PULL_BODY_MAX_BYTES, "1 KiB"))
     policy = _pull_policy(svc, application)
     queue = SqlPullQueue(svc.store, dead_letters=bool(svc.settings.dead_letter_exchange))
     visibility_s = policy.pull_visibility_s
@@ -75,19 +55,18 @@ def pull(application: str) -> Response:
     if not leased.messages and body.wait_s > 0:
         with svc.long_polls.waiting(application):
             leased = _wait_for_messages(svc, application, lease, body.wait_s)
-    return jsonify(
-        {
-            "messages": [
-                {
-                    "id": str(message.alarm_id),
-                    "attempt": message.attempt,
-                    "leased_until": message.leased_until,
-                    "message": message.body,
-                }
-                for message in leased.messages
-            ]
-        }
+    answer = Pulled(
+        messages=[
+            PulledMessage(
+                id=str(message.alarm_id),
+                attempt=message.attempt,
+                leased_until=message.leased_until,
+                message=cast(Message, message.body),
+            )
+            for message in leased.messages
+        ]
     )
+    return jsonify(answer)
 
 
 @pulls.post("/v1/applications/<application>/ack")
@@ -98,11 +77,11 @@ def ack(application: str) -> Response:
     svc = services()
     check_application(application)
     authorize(application)
-    body = _validated(AckBody, json_body(ACK_BODY_MAX_BYTES, "64 KiB"))
+    body = validated(AckBody, json_body(ACK_BODY_MAX_BYTES, "64 KiB"))
     queue = SqlPullQueue(svc.store, dead_letters=bool(svc.settings.dead_letter_exchange))
     acked, not_acked = queue.ack(application, [int(i) for i in body.ids], svc.clock.now_ms())
     Metrics.count(svc.metrics.rung, {application: len(acked)})
-    return jsonify({"acked": [str(i) for i in acked], "not_acked": [str(i) for i in not_acked]})
+    return jsonify(Acked(acked=[str(i) for i in acked], not_acked=[str(i) for i in not_acked]))
 
 
 def _wait_for_messages(
@@ -138,17 +117,3 @@ def _count(metrics: Metrics, application: str, leased: Leased) -> None:
     Metrics.count(metrics.pulled, {application: len(leased.messages)})
     Metrics.count(metrics.expired, leased.expired)
     Metrics.count(metrics.dead, leased.dead)
-
-
-Body = TypeVar("Body", bound=BaseModel)
-
-
-def _validated(model: type[Body], data: dict[str, Any]) -> Body:
-    """`data` as `model`, or a 400 naming the first field at fault."""
-    try:
-        return model.model_validate(data)
-    except PydanticError as error:
-        first = error.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"]) or None
-        message = f"{field}: {first['msg']}" if field else first["msg"]
-        raise ValidationError(message, field=field) from None

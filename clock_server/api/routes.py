@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -10,6 +10,7 @@ from werkzeug.exceptions import MethodNotAllowed
 
 from clock_server.api import validation
 from clock_server.api.access import Creators, actor, authorize, authorize_listing, current_grant
+from clock_server.api.answers.alarms import Whoami
 from clock_server.api.bounded_pages import alarm_page
 from clock_server.api.health_gauges import record_health
 from clock_server.api.http_errors import error_body, status_for
@@ -172,9 +173,11 @@ def whoami() -> Response:
     tries; never the token itself."""
     grant = current_grant()
     if grant is None:
-        return jsonify({"authenticated": False, "applications": "*", "read_only": False})
-    apps = "*" if grant.applications is None else sorted(grant.applications)
-    return jsonify({"authenticated": True, "applications": apps, "read_only": grant.read_only})
+        return jsonify(Whoami(authenticated=False, applications="*", read_only=False))
+    apps: Literal["*"] | list[str] = (
+        "*" if grant.applications is None else sorted(grant.applications)
+    )
+    return jsonify(Whoami(authenticated=True, applications=apps, read_only=grant.read_only))
 
 
 @api.get("/metrics")

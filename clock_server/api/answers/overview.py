@@ -1,0 +1,79 @@
+"""What GET /v1/overview answers (api/console/overview_routes)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from clock_server.api.answers.common import Count, EpochMs
+from clock_server.api.answers.health import Broker, UpDown
+
+
+class CappedCount(TypedDict):
+    count: Count
+    capped: Annotated[bool, Field(description="true: at least `count`; counting stopped")]
+
+
+class ByStatus(TypedDict):
+    pending: CappedCount
+    delivering: CappedCount
+    rung: CappedCount
+    cancelled: CappedCount
+    expired: CappedCount
+    dead: CappedCount
+
+
+class DueCount(TypedDict):
+    """Pending, due from now to now + within_ms."""
+
+    within_ms: int
+    count: Count
+    capped: Annotated[bool, Field(description="true: at least `count`; counting stopped")]
+
+
+class ApplicationOverview(TypedDict):
+    application: str
+    pending: CappedCount
+    dead: CappedCount
+
+
+class Lateness(TypedDict):
+    """rung_at - target_ring_at of the latest rings within window_ms."""
+
+    window_ms: int
+    sample: Count
+    p50_ms: int | None
+    p99_ms: int | None
+    max_ms: int | None
+
+
+class EngineState(TypedDict):
+    instance_id: str
+    started_at: int
+    heartbeat_at: int
+    beating: bool
+
+
+class OverviewHealth(TypedDict):
+    database: UpDown
+    broker: Broker
+    live_engines: int | None
+    engines: list[EngineState]
+
+
+class Overview(TypedDict):
+    """What the console's overview shows."""
+
+    now: EpochMs
+    count_cap: Annotated[int, Field(description="where a count by status stops")]
+    application_count_cap: Annotated[
+        int, Field(description="where a count of one application stops")
+    ]
+    by_status: ByStatus
+    overdue: Annotated[CappedCount, Field(description="pending, due before now")]
+    due: list[DueCount]
+    by_application: list[ApplicationOverview]
+    lateness: Lateness
+    health: OverviewHealth
