@@ -318,6 +318,8 @@ _TEMPLATES = [
     (re.compile(r"/healthz"), "/healthz"),
     (re.compile(r"/livez"), "/livez"),
     (re.compile(r"/readyz"), "/readyz"),
+    (re.compile(r"/metrics"), "/metrics"),
+    (re.compile(r"/openapi\.json"), "/openapi.json"),
 ]
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),

@@ -27,6 +27,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.history import AlarmHistory
 from clock_server.testing import SettableClock
+from tests.api_support import OpenApiChecker
 from tests.support import serve_wsgi, settle
 from tests.webhook_harness import ADMIN, HOOKS, TOKENS, Harness, real_now_ms
 from tests.webhook_receiver import Answer, Received, Receiver, Wire, raw_receiving, receiving
@@ -123,6 +124,33 @@ def test_a_replaced_secret_signs_beside_the_new_one_for_its_overlap(
     then = receiver.wait_for(3)[2]
     assert len(then.headers["webhook-signature"].split(" ")) == 1
     assert verify_webhook(at_once["webhook_secret"], then.headers, then.body)
+
+
+def test_the_calls_are_as_the_openapi_document_describes(harness: Harness, receiver: Receiver):
+    """Each call's headers and body validate against the document's webhook: a plain alarm,
+    and a count-triggered one signed with two secrets during a rotation's overlap."""
+    h = harness
+    t0 = h.clock.now_ms()
+    h.configure("hooks", channel="webhook", webhook_url=receiver.url())
+    h.call("POST", "/v1/applications/hooks/webhook-secret", json={"overlap_s": 60})
+    h.create("plain", target_ring_at=t0 + 1_000)
+    h.create("counted", target_ring_at=t0 + 1_000, ring_after_count=5)
+    h.ring_at(t0 + 1_000)
+    calls = receiver.wait_for(2)
+    document = h.call("GET", "/openapi.json", None).get_json()
+    check = OpenApiChecker(document)
+    hook = ("webhooks", "alarm", "post")
+    parameters = document["webhooks"]["alarm"]["post"]["parameters"]
+    for call in calls:
+        for index, parameter in enumerate(parameters):
+            assert parameter["in"] == "header" and parameter["required"]
+            check.validate(
+                call.headers[parameter["name"]], *hook, "parameters", str(index), "schema"
+            )
+        check.validate(orjson.loads(call.body), *hook, "requestBody", "content", "application/json",
+                       "schema")  # fmt: skip
+    assert {len(call.headers["webhook-signature"].split(" ")) for call in calls} == {2}
+    assert {orjson.loads(call.body).get("trigger") for call in calls} == {None, "time"}
 
 
 def test_private_targets_are_refused_unless_the_server_allows_them(

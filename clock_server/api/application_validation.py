@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 
+from clock_server.api import schema_rules
 from clock_server.delivery.targets import check_target
 from clock_server.errors import ValidationError
 from clock_server.model import AMQP, MAX_EPOCH_MS, POLICY_FIELDS, WEBHOOK, ApplicationPolicy
@@ -34,10 +35,16 @@ _RATE_OF_BURST = {"create_burst": "create_rate_per_s", "ring_burst": "ring_rate_
 
 
 class ApplicationSettings(BaseModel):
-    """The body of PUT (every setting; one left out is null) and PATCH (only those given)
-    /v1/applications/{application}. null is no limit, or the server's default."""
+    """The body of PUT /v1/applications/{application}: every setting, one left out null (the
+    settings a PATCH may give: ApplicationChanges). null is no limit, or the server's
+    default."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra=schema_rules.APPLICATION_SETTINGS,
+    )
 
     create_rate_per_s: Rate | None = Field(
         None, description="alarms created per second; null: no limit"
@@ -89,10 +96,17 @@ class ApplicationSettings(BaseModel):
     )
 
 
+class ApplicationChanges(ApplicationSettings):
+    """The body of PATCH /v1/applications/{application}: only the settings given change; null
+    clears one."""
+
+    model_config = ConfigDict(json_schema_extra=schema_rules.application_changes)
+
+
 def replacement(name: str, data: dict[str, Any], allow_private: bool) -> ApplicationPolicy:
     """Validate a PUT: every setting, those left out null. A webhook URL must pass the
     target rules (`delivery.targets`): `allow_private` is CLOCK_WEBHOOK_ALLOW_PRIVATE."""
-    body = _validate(data, allow_private)
+    body = _validate(ApplicationSettings, data, allow_private)
     values = {f: getattr(body, f) for f in POLICY_FIELDS}
     values["channel"] = values["channel"] or AMQP
     policy = ApplicationPolicy(name=name, **values)
@@ -103,7 +117,7 @@ def replacement(name: str, data: dict[str, Any], allow_private: bool) -> Applica
 def changes(data: dict[str, Any], allow_private: bool) -> dict[str, Any]:
     """Validate a PATCH: the settings given, each with its new value (None clears it). The
     rules between settings are checked against the stored ones, with `check_policy`."""
-    body = _validate(data, allow_private)
+    body = _validate(ApplicationChanges, data, allow_private)
     if not body.model_fields_set:
         raise ValidationError(f"nothing to change: give any of {', '.join(POLICY_FIELDS)}")
     given = {name: getattr(body, name) for name in POLICY_FIELDS if name in body.model_fields_set}
@@ -141,7 +155,16 @@ class SecretRotation(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    overlap_s: Annotated[float, Field(ge=0, le=OVERLAP_MAX_S)] = OVERLAP_DEFAULT_S
+    overlap_s: Annotated[
+        float,
+        Field(
+            ge=0,
+            le=OVERLAP_MAX_S,
+            description="how long the secret being replaced goes on signing beside the new one "
+            "(each webhook then carries both signatures), so that receivers can move to the "
+            "new secret without rejecting a call; 0 stops it at once",
+        ),
+    ] = OVERLAP_DEFAULT_S
 
 
 def rotation_overlap_ms(data: dict[str, Any]) -> int:
@@ -159,8 +182,10 @@ def _model(model: type[Model], data: dict[str, Any]) -> Model:
         raise ValidationError(message, field=field) from None
 
 
-def _validate(data: dict[str, Any], allow_private: bool) -> ApplicationSettings:
-    body = _model(ApplicationSettings, data)
+def _validate(
+    model: type[ApplicationSettings], data: dict[str, Any], allow_private: bool
+) -> ApplicationSettings:
+    body = _model(model, data)
     if body.webhook_url is not None:
         body.webhook_url = check_target(body.webhook_url, allow_private)
     return body

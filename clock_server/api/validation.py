@@ -8,18 +8,30 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
 from pydantic import ValidationError as PydanticError
 from pydantic_core import PydanticCustomError
 
+from clock_server.api import schema_rules
 from clock_server.errors import PayloadTooLarge, ValidationError
 from clock_server.model import (
     APPLICATION_CHARS,
     APPLICATION_PATTERN,
+    DEAD,
     DOT_SEGMENTS,
+    EXPIRED,
     MAX_EPOCH_MS,
     MAX_INCREMENT_BY,
     MAX_RING_AFTER_COUNT,
+    PENDING,
     STATUSES,
     AlarmChanges,
     AlarmFilter,
@@ -87,6 +99,8 @@ class _Body(BaseModel):
 class CreateAlarm(_Body):
     """POST /v1/alarms: give exactly one of target_ring_at and delay_ms."""
 
+    model_config = ConfigDict(json_schema_extra=schema_rules.CREATE_ALARM)
+
     application: Application
     business_id: BusinessId
     payload: Text
@@ -100,6 +114,8 @@ class CreateAlarm(_Body):
 class UpdateAlarm(_Body):
     """PATCH /v1/alarms/{application}/{business_id}: at most one of target_ring_at and delay_ms."""
 
+    model_config = ConfigDict(json_schema_extra=schema_rules.update_alarm)
+
     payload: Text | None = None
     target_ring_at: EpochMs | None = None
     delay_ms: DelayMs | None = None
@@ -110,7 +126,8 @@ class BatchCreate(BaseModel):
     """POST /v1/alarms/batch: each item is a CreateAlarm, validated on its own."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
-    alarms: list[Any]  # each validated on its own, so that the 400 names the item
+    # each validated on its own, so that the 400 names the item
+    alarms: Annotated[list[Any], WithJsonSchema(schema_rules.BATCH_ALARMS)]
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:
@@ -272,6 +289,8 @@ def batch_requests(data: dict[str, Any], max_items: int) -> list[CreateAlarm]:
 class Redrive(_Body):
     """POST .../redrive: when the alarm is due again; now when neither is given."""
 
+    model_config = ConfigDict(json_schema_extra=schema_rules.ONE_DUE_TIME)
+
     target_ring_at: EpochMs | None = None
     delay_ms: DelayMs | None = None
 
@@ -287,12 +306,16 @@ class _Filter(_Body):
 class BulkRedrive(_Filter):
     """POST /v1/alarms/redrive: the filter, and when the alarms are due again (default now)."""
 
+    model_config = ConfigDict(json_schema_extra=schema_rules.bulk_action(DEAD, EXPIRED))
+
     target_ring_at: EpochMs | None = None
     delay_ms: DelayMs | None = None
 
 
 class BulkCancel(_Filter):
     """POST /v1/alarms/cancel: the filter."""
+
+    model_config = ConfigDict(json_schema_extra=schema_rules.bulk_action(PENDING))
 
 
 def redrive_due(data: dict[str, Any], now_ms: int) -> int:
