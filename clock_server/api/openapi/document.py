@@ -3,6 +3,7 @@ pydantic from its type (the request models that validate, the typed dicts of the
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Iterable
 from typing import Any
@@ -81,7 +82,7 @@ def openapi_document() -> dict[str, Any]:
         name: {hook.method: hook.to_openapi(refs.__getitem__, served=False)}
         for name, hook in WEBHOOKS.items()
     }
-    return {
+    document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {
             "title": "clock",
@@ -97,3 +98,4 @@ def openapi_document() -> dict[str, Any]:
         "security": [{"bearer": []}],
         "components": {"schemas": components, "securitySchemes": {"bearer": _SECURITY_SCHEME}},
     }
+    return copy.deepcopy(document)  # shares nothing with the tables, nor within itself

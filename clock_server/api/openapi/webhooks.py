@@ -41,12 +41,6 @@ _HEADERS = (
         "replaced, after a space: either one verifies the call",
     ),
     _header("clock-attempt", r"^[1-9][0-9]*$", "this attempt's number: 1 on the first try"),
-    {
-        "name": "content-type",
-        "in": "header",
-        "required": True,
-        "schema": {"type": "string", "const": "application/json"},
-    },
 )
 
 _RETRY_AFTER = {
