@@ -10,6 +10,7 @@ from typing_extensions import TypedDict
 LoopState = Literal["ok", "stalled"]
 UpDown = Literal["ok", "down"]
 Broker = Literal["ok", "down", "disabled"]
+HealthStatus = Literal["ok", "degraded", "unavailable"]
 
 
 class Live(TypedDict):
@@ -42,7 +43,7 @@ class ChannelStates(TypedDict, total=False):
 
 
 class Health(TypedDict):
-    status: Literal["ok", "degraded", "unavailable"]
+    status: HealthStatus
     database: UpDown
     broker: Broker
     channels: ChannelStates
