@@ -79,7 +79,7 @@ def openapi_document() -> dict[str, Any]:
             item.setdefault("parameters", OF_PATH[operation.path])
         item[operation.method] = operation.to_openapi(refs.__getitem__)
     webhooks = {
-        name: {hook.method: hook.to_openapi(refs.__getitem__, served=False)}
+        name: {hook.method: hook.to_openapi(refs.__getitem__, guarded=False)}
         for name, hook in WEBHOOKS.items()
     }
     document: dict[str, Any] = {

@@ -48,21 +48,21 @@ class Operation:
     admin: bool = False
     rules: Mapping[str, str] = field(default_factory=dict)  # beyond the schema, by field
 
-    def all_answers(self, served: bool = True) -> dict[str, Answer]:
-        """Its answers, errors included; an operation this server `served` may also get the
-        answers of its request guard."""
+    def all_answers(self, guarded: bool = True) -> dict[str, Answer]:
+        """Its answers, errors included, and when it is `guarded` (one of this server's,
+        not a webhook) those of the request guard."""
         answers = {str(status): answer for status, answer in self.answers.items()}
         for status in self.errors:
             answers.setdefault(str(status), _error(status, self.admin))
-        for status, answer in edge_errors(self.path, self.method).items() if served else ():
+        for status, answer in edge_errors(self.path, self.method).items() if guarded else ():
             answers.setdefault(str(status), answer)
         return answers
 
     def to_openapi(
-        self, schema_of: Callable[[Any], dict[str, Any]], served: bool = True
+        self, schema_of: Callable[[Any], dict[str, Any]], guarded: bool = True
     ) -> dict[str, Any]:
         """The operation object; `schema_of(type)` is a body type's schema (a reference)."""
-        answers = self.all_answers(served)
+        answers = self.all_answers(guarded)
         operation: dict[str, Any] = {
             "operationId": self.operation_id,
             "tags": [self.tag],
