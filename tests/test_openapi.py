@@ -16,7 +16,9 @@ from clock_server.api.answers.messages import Message
 from clock_server.api.answers.overview import ByStatus
 from clock_server.api.openapi import openapi_document
 from clock_server.api.openapi.document import OPERATIONS
+from clock_server.api.openapi.operation import PROBES as DOCUMENTED_PROBES
 from clock_server.api.openapi.webhooks import WEBHOOKS
+from clock_server.api.request_guard import PROBES
 from clock_server.api.schema_rules import REF
 from clock_server.api.validation import CreateAlarm
 from clock_server.model import (
@@ -128,3 +130,11 @@ def test_a_message_validates_against_the_webhook_and_pull_schemas() -> None:
                        "application/json", "schema")  # fmt: skip
         pulled = {"messages": [{"id": "7", "attempt": 3, "leased_until": NOW, "message": message}]}
         check.validate(pulled, "components", "schemas", "Pulled")
+
+
+def test_the_probes_answer_any_host_as_the_request_guard_says() -> None:
+    assert set(DOCUMENTED_PROBES) == PROBES
+    paths = openapi_document()["paths"]
+    for probe in PROBES:
+        assert "421" not in paths[probe]["get"]["responses"]
+    assert "421" in paths["/v1/alarms"]["get"]["responses"]

@@ -138,6 +138,8 @@ _EDGE_REASONS = {
     415: "a body, or a Content-Type, that is not application/json; nothing was read",
     421: "a Host this server does not serve (CLOCK_ALLOWED_HOSTS)",
 }
+# request_guard.PROBES, which answer any Host; importing it would make a cycle through the
+# routes, which serve this document.
 PROBES = ("/livez", "/readyz", "/healthz")
 
 
