@@ -31,11 +31,12 @@ EXAMPLES = "40"  # per operation
 
 
 def _operations() -> int:
+    """The operations st tests: all but GET /openapi.json, the document it loaded."""
     return sum(
         1
-        for item in openapi_document()["paths"].values()
+        for path, item in openapi_document()["paths"].items()
         for method in item
-        if method in ("get", "put", "post", "patch", "delete")
+        if method in ("get", "put", "post", "patch", "delete") and path != "/openapi.json"
     )
 
 
