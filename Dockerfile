@@ -9,7 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN useradd --create-home --uid 10001 clock && mkdir /data && chown clock:clock /data
 
 WORKDIR /src
-COPY setup.cfg pyproject.toml README.md constraints.txt ./
+COPY setup.cfg pyproject.toml README.md LICENSE constraints.txt ./
 COPY clock_server ./clock_server
 COPY alembic ./alembic
 # Every runtime dependency at the exact version of constraints.txt (audit it with pip-audit).
