@@ -74,11 +74,21 @@ def test_setup_cfg_declares_mit_and_ships_the_file() -> None:
     assert [ROOT / name for name in files] == [LICENSE]
 
 
-def client_license(project: dict[str, Any]) -> str:
-    """The SPDX expression of a pyproject.toml's [project]: PEP 639's string, or the older
-    table's `text`."""
-    license = project["project"]["license"]
-    return str(license["text"] if isinstance(license, dict) else license)
+# What setuptools ships as license files when a pyproject.toml names none.
+DEFAULT_LICENSE_FILES = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")
+
+
+def declared_license(project: dict[str, Any], folder: Path) -> tuple[str | None, list[Path]]:
+    """A pyproject.toml's license: its SPDX expression (PEP 639's string, or the older table's
+    `text`; None for the older table's `file`) and the license files its distribution ships."""
+    table = project["project"]
+    assert "license" in table, "the pyproject.toml declares no license"
+    license = table["license"]
+    if isinstance(license, dict) and "file" in license:
+        return None, [folder / license["file"]]
+    expression = str(license["text"] if isinstance(license, dict) else license)
+    patterns = table.get("license-files", DEFAULT_LICENSE_FILES)
+    return expression, sorted(path for pattern in patterns for path in folder.glob(pattern))
 
 
 def test_the_sdk_distribution_declares_the_same_license() -> None:
@@ -86,12 +96,27 @@ def test_the_sdk_distribution_declares_the_same_license() -> None:
         assert "clock_client" in setup_cfg()["options"]["packages"].split()
         return
     project = tomllib.loads(CLIENT_PROJECT.read_text())
-    assert client_license(project) == "MIT"
-    names = project["project"].get("license-files", ["LICENSE"])
-    paths = [path for name in names for path in CLIENT_PROJECT.parent.glob(name)]
-    assert paths, f"{CLIENT_PROJECT}: license-files {names} match no file"
-    for path in paths:
-        assert mit_problems(path.read_text(), HOLDER) == [], path
+    expression, files = declared_license(project, CLIENT_PROJECT.parent)
+    assert expression in ("MIT", None)
+    assert files, f"{CLIENT_PROJECT}: its distribution ships no license file"
+    for path in files:
+        assert path.read_text() == LICENSE.read_text(), f"{path} differs from {LICENSE}"
+
+
+def test_declared_license_reads_every_form(tmp_path: Path) -> None:
+    (tmp_path / "LICENSE").write_text("MIT")
+    (tmp_path / "COPYING.txt").write_text("MIT")
+    assert declared_license({"project": {"license": "MIT"}}, tmp_path) == (
+        "MIT", [tmp_path / "COPYING.txt", tmp_path / "LICENSE"]
+    )  # fmt: skip
+    assert declared_license(
+        {"project": {"license": {"text": "MIT"}, "license-files": ["LICENSE"]}}, tmp_path
+    ) == ("MIT", [tmp_path / "LICENSE"])
+    assert declared_license({"project": {"license": {"file": "COPYING.txt"}}}, tmp_path) == (
+        None, [tmp_path / "COPYING.txt"]
+    )  # fmt: skip
+    with pytest.raises(AssertionError, match="declares no license"):
+        declared_license({"project": {}}, tmp_path)
 
 
 def test_the_image_copies_the_license_it_installs_with() -> None:
@@ -122,11 +147,3 @@ def test_the_image_copies_the_license_it_installs_with() -> None:
 )
 def test_the_check_finds_what_is_not_mit(text: str, problem: str) -> None:
     assert problem in mit_problems(text, HOLDER)
-
-
-@pytest.mark.parametrize(
-    ("project", "expression"),
-    [({"project": {"license": "MIT"}}, "MIT"), ({"project": {"license": {"text": "MIT"}}}, "MIT")],
-)
-def test_client_license_reads_both_forms(project: dict[str, Any], expression: str) -> None:
-    assert client_license(project) == expression
