@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -312,6 +313,27 @@ def test_the_servers_start_only_after_the_migration_and_never_migrate() -> None:
         shutdown = settings_of(spec).shutdown_timeout_s
         assert seconds(spec["stop_grace_period"]) > shutdown + 1, name
     assert migrate["depends_on"]["mariadb"]["condition"] == "service_healthy"
+
+
+def image_commands() -> list[list[str]]:
+    """The commands the Compose file gives the repository's image, each once."""
+    services = load_compose()["services"].values()
+    found = [spec["command"] for spec in services if "build" in spec]
+    return [command for i, command in enumerate(found) if command not in found[:i]]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("command", image_commands(), ids=" ".join)
+def test_clock_server_knows_the_commands_the_compose_file_runs(command: list[str]) -> None:
+    (entrypoint,) = [line for line in (ROOT / "Dockerfile").read_text().splitlines()
+                     if line.startswith("ENTRYPOINT")]  # fmt: skip
+    assert json.loads(entrypoint.removeprefix("ENTRYPOINT")) == ["clock-server"]
+    assert all("entrypoint" not in spec for spec in load_compose()["services"].values())
+    result = subprocess.run(
+        [sys.executable, "-m", "clock_server.runtime.cli", *command, "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
 
 
 def test_the_servers_reach_the_database_and_broker_with_their_credentials() -> None:
