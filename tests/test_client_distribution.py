@@ -85,6 +85,15 @@ def test_the_wheel_ships_py_typed_and_the_client_alone(wheel: Path) -> None:
     assert packages == {"clock_client"}
 
 
+def test_the_wheel_ships_the_repository_s_mit_license(wheel: Path) -> None:
+    found = metadata(wheel)
+    assert found["License-Expression"] == "MIT"
+    assert found.get_all("License-File") == ["LICENSE"]
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [n for n in archive.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert archive.read(name).decode() == (ROOT / "LICENSE").read_text()
+
+
 def test_installed_alone_beside_requests_it_imports(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
