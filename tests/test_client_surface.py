@@ -15,7 +15,9 @@ import pytest
 
 import clock_client
 from clock_client import AsyncClockClient, ClockClient
+from clock_client.models import APPLICATION_SETTINGS
 from clock_server.api import create_app
+from clock_server.model import POLICY_FIELDS
 from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
@@ -166,3 +168,8 @@ def test_the_package_imports_without_its_extras(name: str, needs: str, extra: st
 def test_an_unknown_name_is_still_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
         clock_client.no_such_name  # noqa: B018
+
+
+def test_the_sdk_knows_the_application_settings_the_server_takes() -> None:
+    """The SDK cannot import the server, so it keeps its own list: the same names, in order."""
+    assert APPLICATION_SETTINGS == POLICY_FIELDS
