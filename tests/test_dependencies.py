@@ -75,7 +75,7 @@ def test_what_the_runtime_dependencies_need_is_pinned_too() -> None:
 
 def test_the_image_installs_with_the_constraints() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "COPY setup.cfg pyproject.toml README.md constraints.txt ./" in dockerfile
+    assert "COPY setup.cfg pyproject.toml README.md LICENSE constraints.txt ./" in dockerfile
     installs = [line for line in dockerfile.splitlines() if "pip install" in line]
     assert installs and all("-c constraints.txt" in line for line in installs)
 
