@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import pika
 import requests
@@ -565,3 +566,27 @@ def stop_waitress(server: Any, thread: threading.Thread) -> None:
     server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
     thread.join(10)
     assert not thread.is_alive(), "the HTTP server did not stop"
+
+
+def named_amqp_url(url: str, name: str) -> str:
+    """`url` with a connection name RabbitMQ lists the connection by."""
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}client_properties={quote(str({'connection_name': name}))}"
+
+
+def close_broker_connection(connection_name: str) -> None:
+    """Close the named connection as an operator would: `rabbitmqctl close_connection`."""
+    listing = subprocess.run(
+        ["rabbitmqctl", "-q", "list_connections", "pid", "client_properties", "--no-table-headers"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    pids = [line.split("\t")[0] for line in listing.splitlines() if connection_name in line]
+    assert len(pids) == 1, listing
+    subprocess.run(
+        ["rabbitmqctl", "-q", "close_connection", pids[0], "closed by the test"],
+        check=True,
+        timeout=30,
+    )

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator
 from uuid import uuid4
@@ -27,7 +26,7 @@ from clock_server.errors import ConfigError
 from clock_server.model import OutgoingMessage
 from clock_server.testing import InMemoryPublisher, SettableClock
 from clock_server.timesource import SystemClock
-from tests.support import TcpProxy, eventually
+from tests.support import TcpProxy, close_broker_connection, eventually, named_amqp_url
 
 BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -102,25 +101,6 @@ def make_publisher(broker: Broker) -> Iterator[Callable[..., AmqpPublisher]]:
     yield make
     for publisher in publishers:
         publisher.close()
-
-
-def _named_url(name: str) -> str:
-    return BROKER_URL + "?client_properties=" + urllib.parse.quote(str({"connection_name": name}))
-
-
-def _force_close(connection_name: str) -> None:
-    listing = subprocess.run(
-        ["rabbitmqctl", "-q", "list_connections", "pid", "client_properties", "--no-table-headers"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=10,
-    ).stdout
-    pids = [line.split("\t")[0] for line in listing.splitlines() if connection_name in line]
-    assert len(pids) == 1, listing
-    subprocess.run(
-        ["rabbitmqctl", "-q", "close_connection", pids[0], "test"], check=True, timeout=10
-    )
 
 
 @pytest.mark.rabbitmq
@@ -227,11 +207,11 @@ def test_unreachable_broker_fails_fast(broker, make_publisher):
 @pytest.mark.rabbitmq
 def test_reconnects_after_broker_closes_connection(broker, make_publisher):
     name = f"clock-test-{_uid()}"
-    publisher = make_publisher(_named_url(name))
+    publisher = make_publisher(named_amqp_url(BROKER_URL, name))
     application = broker.app()
     assert publisher.publish_batch(_messages(application, 10), timeout_s=5.0) == [True] * 10
 
-    _force_close(name)
+    close_broker_connection(name)
 
     eventually(lambda: not publisher.is_healthy(), 5.0)
     assert publisher.wait_healthy(5.0)
@@ -547,7 +527,7 @@ def test_groups_a_millisecond_apart_go_out_at_their_moments_and_are_all_confirme
     application = broker.app()
     broker.bind_queue(application)
     name = f"clock-test-{_uid()}"
-    publisher = make_publisher(_named_url(name))
+    publisher = make_publisher(named_amqp_url(BROKER_URL, name))
     clock = SystemClock()
     start = clock.now_ms() + 50
     messages = _messages(application, 40)
@@ -560,7 +540,7 @@ def test_groups_a_millisecond_apart_go_out_at_their_moments_and_are_all_confirme
     # (Not in order: the first groups went out as their queue's declaration was answered.)
     assert sorted(_ids(broker.drain(application))) == sorted(m.message_id for m in messages)
     # Reads are watched again with nothing due: a connection the broker closes is noticed.
-    _force_close(name)
+    close_broker_connection(name)
     eventually(lambda: not publisher.is_healthy(), 5.0)
     assert publisher.wait_healthy(5.0)
 

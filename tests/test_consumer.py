@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 from uuid import uuid4
 
 import pika
@@ -27,7 +26,7 @@ import pytest
 import clock_client
 from clock_client import AlarmMessage, Consumer
 from clock_client.backoff import Backoff
-from tests.support import TcpProxy, eventually
+from tests.support import TcpProxy, close_broker_connection, eventually, named_amqp_url
 
 BROKER_URL = os.environ.get("CLOCK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -412,30 +411,6 @@ def test_a_consumer_goes_on_with_the_next_node_when_its_node_goes_away(
         second.cut()
 
 
-def _named(url: str, name: str) -> str:
-    """`url` with a connection name RabbitMQ lists the connection by."""
-    joiner = "&" if "?" in url else "?"
-    return f"{url}{joiner}client_properties={quote(str({'connection_name': name}))}"
-
-
-def _close_from_the_broker(connection_name: str) -> None:
-    """Close the named connection as an operator would: `rabbitmqctl close_connection`."""
-    listing = subprocess.run(
-        ["rabbitmqctl", "-q", "list_connections", "pid", "client_properties", "--no-table-headers"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    pids = [line.split("\t")[0] for line in listing.splitlines() if connection_name in line]
-    assert len(pids) == 1, listing
-    subprocess.run(
-        ["rabbitmqctl", "-q", "close_connection", pids[0], "closed by the test"],
-        check=True,
-        timeout=30,
-    )
-
-
 def _received_until(received: queue.Queue[AlarmMessage], alarm_id: int) -> list[AlarmMessage]:
     """What the handler got up to the message of `alarm_id`."""
     got = [received.get(timeout=WAIT_S)]
@@ -450,14 +425,14 @@ def test_a_connection_closed_by_the_broker_is_made_again_and_consumes(
 ) -> None:
     name = f"clock-test-consumer-{_uid()}"
     received: queue.Queue[AlarmMessage] = queue.Queue()
-    consumer = Consumer(_named(BROKER_URL, name), broker.application, received.put,
+    consumer = Consumer(named_amqp_url(BROKER_URL, name), broker.application, received.put,
                         queue_prefix=broker.queue_prefix, exchange=broker.exchange,
                         reconnect_first_s=0.05)  # fmt: skip
     running = start(consumer)
     broker.publish(_ring_body(1, broker.application), message_id="1")
     assert received.get(timeout=WAIT_S).id == 1
 
-    _close_from_the_broker(name)
+    close_broker_connection(name)
     eventually(lambda: (broker.counts() or (0, 0))[1] == 1 and running.error is None, WAIT_S)
     broker.publish(_ring_body(2, broker.application), message_id="2")
     after = _received_until(received, 2)
