@@ -318,8 +318,7 @@ def test_the_sdks_consumer_takes_the_alarms_over_tls_with_the_ca_in_its_url(
         assert publisher.wait_healthy(10.0)
         assert publisher.publish_batch(alarms, timeout_s=10.0) == [True] * 3
         eventually(lambda: len(received) == 3, 10.0, 0.02, lambda: f"received {received}")
-        # The consumer's is the one connection without a name.
-        (line,) = [line for line in tls_node.connections() if "connection_name" not in line]
+        (line,) = [line for line in tls_node.connections() if consumer.connection_name in line]
     finally:
         consumer.stop()
         running.join(10)

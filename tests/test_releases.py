@@ -1,26 +1,15 @@
-"""Releases agree: each `## <version> (<date>)` section of CHANGELOG.md has its annotated tag
-v<version> on a commit of that date whose setup.cfg says that version, each release tag has
-its section, and this tree's version is the next one's while its top section is Unreleased."""
+"""Releases agree: each `## <version> (<date>)` section of CHANGELOG.md names the commit it was
+released from, a commit of that date whose setup.cfg says that version; a v* tag, where the
+clone has one, is annotated and on that commit; and this tree's version is the next one's
+while its top section is Unreleased."""
 
 from __future__ import annotations
 
 import configparser
 import re
-import subprocess
-from pathlib import Path
-
-import pytest
 
 from clock_server import __version__
-
-REPO = Path(__file__).resolve().parent.parent
-SECTION = re.compile(r"^## (\S+)(?: \((\d{4}-\d\d-\d\d)\))?$", re.MULTILINE)
-
-
-def git(*args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=True
-    ).stdout
+from tests.release_record import REPO, git, have_commit, releases, sections
 
 
 def version_of(setup_cfg: str) -> str:
@@ -34,22 +23,6 @@ def release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version.split(".dev")[0]))
 
 
-def sections() -> list[tuple[str, str | None]]:
-    return SECTION.findall((REPO / "CHANGELOG.md").read_text())
-
-
-def release_tags() -> dict[str, tuple[str, str]]:
-    """Each v* tag: its object's type and the date of the commit it tags."""
-    form = "--format=%(refname:short) %(objecttype) %(*committerdate:short)"
-    tags = {}
-    for line in git("for-each-ref", "refs/tags/v*", form).splitlines():
-        name, kind, *date = line.split()
-        tags[name] = (kind, date[0] if date else "")
-    if not tags:
-        pytest.fail(f"no release tag (v*) in {REPO}: fetch the tags (git fetch --tags)")
-    return tags
-
-
 def test_this_tree_names_one_version_and_its_top_section_matches():
     assert version_of((REPO / "setup.cfg").read_text()) == __version__
     top, date = sections()[0]
@@ -59,20 +32,31 @@ def test_this_tree_names_one_version_and_its_top_section_matches():
         assert top == __version__ and date, f"release {__version__} needs its dated section"
 
 
-def test_every_released_section_has_its_tag_and_every_tag_its_section():
-    tags = release_tags()
-    released = {name: date for name, date in sections() if name != "Unreleased"}
-    assert {f"v{name}" for name in released} == set(tags)
-    for name, date in released.items():
-        kind, tagged_on = tags[f"v{name}"]
-        assert kind == "tag", f"v{name} must be an annotated tag (git tag -a)"
-        assert tagged_on == date, f"v{name} tags a commit of {tagged_on}, CHANGELOG says {date}"
-        assert version_of(git("show", f"v{name}:setup.cfg")) == name
+def test_every_released_section_names_a_commit_of_its_date_and_version():
+    recorded = releases()
+    assert recorded, "CHANGELOG.md records no release"
+    for each in recorded:
+        have_commit(each)
+        committed_on = git("log", "-1", "--format=%cd", "--date=short", each.commit).stdout.strip()
+        assert committed_on == each.date, f"{each.version}: commit of {committed_on}, not {each.date}"
+        assert version_of(git("show", f"{each.commit}:setup.cfg").stdout) == each.version
+        ancestor = git("merge-base", "--is-ancestor", each.commit, "HEAD", check=False)
+        assert ancestor.returncode == 0, f"{each.version}'s commit is not in this history"
+
+
+def test_a_release_tag_where_the_clone_has_one_is_annotated_on_the_recorded_commit():
+    recorded = {f"v{each.version}": each.commit for each in releases()}
+    form = "--format=%(refname:short) %(objecttype) %(*objectname)"
+    for line in git("for-each-ref", "refs/tags/v*", form).stdout.splitlines():
+        name, kind, *target = line.split()
+        assert name in recorded, f"tag {name} has no section in CHANGELOG.md"
+        assert kind == "tag", f"{name} must be an annotated tag (git tag -a)"
+        assert target == [recorded[name]], f"{name} tags {target}, CHANGELOG.md says {recorded[name]}"
 
 
 def test_this_version_comes_after_every_release():
-    newest = max(release(name.removeprefix("v")) for name in release_tags())
+    newest = max(release(each.version) for each in releases())
     if ".dev" in __version__:
-        assert release(__version__) > newest, f"{__version__} is not after v{newest}"
+        assert release(__version__) > newest, f"{__version__} is not after {newest}"
     else:
-        assert release(__version__) >= newest, f"{__version__} is before v{newest}"
+        assert release(__version__) >= newest, f"{__version__} is before {newest}"

@@ -1,5 +1,5 @@
-"""A rolling upgrade on MariaDB: a server of the previous release (the latest release tag before
-this commit, taken from the repository) keeps ringing while this tree's `clock-server db
+"""A rolling upgrade on MariaDB: a server of the previous release (the newest release CHANGELOG.md
+records before this commit, its tree taken from git) keeps ringing while this tree's `clock-server db
 upgrade` migrates the schema under it and this tree's server starts beside it; then the old
 one stops and another starts on the new schema. Every alarm created before, during and after
 rings, none early."""
@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from clock_server.store import migrate
+from tests.release_record import Release, git, have_commit, releases
 from tests.support import Cluster, ServerProcess, mariadb_database
 
 pytestmark = [pytest.mark.process, pytest.mark.mariadb, pytest.mark.rabbitmq]
@@ -24,30 +25,23 @@ pytestmark = [pytest.mark.process, pytest.mark.mariadb, pytest.mark.rabbitmq]
 REPO = Path(__file__).resolve().parent.parent
 
 
-def previous_release() -> str:
-    """The newest release tag (v...) among this commit's ancestors, this commit's own left out."""
-    released = ["--list", "v[0-9]*", "--merged", "HEAD", "--no-contains", "HEAD"]
-    listed = subprocess.run(
-        ["git", "-C", str(REPO), "tag", *released, "--sort=-v:refname"],
-        capture_output=True,
-        text=True,
-    )
-    tags = listed.stdout.split()
-    if listed.returncode != 0 or not tags:
-        pytest.fail(
-            f"no release tag before HEAD in {REPO}: fetch the tags (git fetch --tags) to test"
-            f" the upgrade from the previous release. {listed.stderr.strip()}"
-        )
-    return tags[0]
+def previous_release() -> Release:
+    """The newest release CHANGELOG.md records, whose commit is an ancestor of this one."""
+    for each in releases():
+        have_commit(each)
+        if git("merge-base", "--is-ancestor", each.commit, "HEAD", check=False).returncode == 0:
+            if git("rev-parse", "HEAD").stdout.strip() != each.commit:
+                return each
+    pytest.fail("CHANGELOG.md records no release before this commit")
 
 
-def extract(tag: str, into: Path) -> Path:
-    """The tree of `tag`, as `git archive` gives it."""
+def extract(commit: str, into: Path) -> Path:
+    """The tree of `commit`, as `git archive` gives it."""
     into.mkdir()
-    git_archive = ["git", "-C", str(REPO), "archive", tag]
+    git_archive = ["git", "-C", str(REPO), "archive", commit]
     with subprocess.Popen(git_archive, stdout=subprocess.PIPE) as archive:
         subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout, check=True)
-    assert archive.returncode == 0, f"git archive {tag} failed"
+    assert archive.returncode == 0, f"git archive {commit} failed"
     return into
 
 
@@ -82,8 +76,9 @@ def rung_total(server: ServerProcess) -> float:
 
 
 def test_the_previous_release_rings_through_the_upgrade_beside_this_one(tmp_path: Path):
-    tag = previous_release()
-    old_tree = extract(tag, tmp_path / tag)
+    previous = previous_release()
+    tag = f"v{previous.version}"
+    old_tree = extract(previous.commit, tmp_path / tag)
     with mariadb_database("clock_rolling", revision="base") as url:
         released = clock_server(old_tree, url, "migrate")
         assert released.returncode == 0, released.stderr

@@ -61,6 +61,9 @@ class Consumer:
     after ``max_reconnects`` failures in a row (None: never) run() raises. With
     ``declare=True`` it first declares the durable direct ``exchange``, the queue and their
     binding (routing key = application), so it may start before the first alarm rings.
+    Its connection is named ``connection_name`` (default ``clock-consumer <application>``)
+    in RabbitMQ's management page and ``rabbitmqctl list_connections``, unless the URL's
+    ``client_properties`` name it.
 
     ``handler(message)`` gets an AlarmMessage. When it returns, the message is acked;
     when it raises, the exception is logged and the message is requeued (redelivered
@@ -87,6 +90,7 @@ class Consumer:
         reconnect_first_s: float = 0.5,
         reconnect_cap_s: float = 30.0,
         max_reconnects: int | None = None,
+        connection_name: str | None = None,
     ) -> None:
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
@@ -99,6 +103,7 @@ class Consumer:
         self.queue = f"{queue_prefix}{application}"
         self.exchange = exchange
         self.declare = declare
+        self.connection_name = connection_name or f"clock-consumer {application}"
         # as the server's CLOCK_QUEUE_TYPE: a queue declared with another type is refused
         self.queue_arguments = {"x-queue-type": queue_type} if queue_type != "classic" else None
         self._stopping = threading.Event()
@@ -158,7 +163,10 @@ class Consumer:
         node = 0
         while not self._stopping.is_set():
             try:
-                connection = pika.BlockingConnection(pika.URLParameters(nodes[node]))
+                parameters = pika.URLParameters(nodes[node])
+                named = {"connection_name": self.connection_name}
+                parameters.client_properties = {**named, **(parameters.client_properties or {})}
+                connection = pika.BlockingConnection(parameters)
                 self._consume_on(connection)
                 return
             except _NODE_LOST as error:
