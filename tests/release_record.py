@@ -23,7 +23,9 @@ class Release:
 
 
 def git(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=check)
+    return subprocess.run(
+        ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=check
+    )
 
 
 def sections() -> list[tuple[str, str]]:
@@ -35,7 +37,7 @@ def releases() -> list[Release]:
     text = (REPO / "CHANGELOG.md").read_text()
     heads = list(SECTION.finditer(text))
     found = []
-    for head, after in zip(heads, heads[1:] + [None]):
+    for head, after in zip(heads, [*heads[1:], None], strict=False):
         version, date = head.groups()
         if version == "Unreleased":
             continue

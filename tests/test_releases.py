@@ -38,7 +38,9 @@ def test_every_released_section_names_a_commit_of_its_date_and_version():
     for each in recorded:
         have_commit(each)
         committed_on = git("log", "-1", "--format=%cd", "--date=short", each.commit).stdout.strip()
-        assert committed_on == each.date, f"{each.version}: commit of {committed_on}, not {each.date}"
+        assert committed_on == each.date, (
+            f"{each.version}: commit of {committed_on}, not {each.date}"
+        )
         assert version_of(git("show", f"{each.commit}:setup.cfg").stdout) == each.version
         ancestor = git("merge-base", "--is-ancestor", each.commit, "HEAD", check=False)
         assert ancestor.returncode == 0, f"{each.version}'s commit is not in this history"
@@ -51,7 +53,9 @@ def test_a_release_tag_where_the_clone_has_one_is_annotated_on_the_recorded_comm
         name, kind, *target = line.split()
         assert name in recorded, f"tag {name} has no section in CHANGELOG.md"
         assert kind == "tag", f"{name} must be an annotated tag (git tag -a)"
-        assert target == [recorded[name]], f"{name} tags {target}, CHANGELOG.md says {recorded[name]}"
+        assert target == [recorded[name]], (
+            f"{name} tags {target}, CHANGELOG.md says {recorded[name]}"
+        )
 
 
 def test_this_version_comes_after_every_release():

@@ -1,5 +1,5 @@
-"""A rolling upgrade on MariaDB: a server of the previous release (the newest release CHANGELOG.md
-records before this commit, its tree taken from git) keeps ringing while this tree's `clock-server db
+"""A rolling upgrade on MariaDB: a server of the previous release (the newest release that
+CHANGELOG.md records before this commit, its tree taken from git) keeps ringing while this tree's `clock-server db
 upgrade` migrates the schema under it and this tree's server starts beside it; then the old
 one stops and another starts on the new schema. Every alarm created before, during and after
 rings, none early."""
@@ -27,11 +27,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 def previous_release() -> Release:
     """The newest release CHANGELOG.md records, whose commit is an ancestor of this one."""
+    head = git("rev-parse", "HEAD").stdout.strip()
     for each in releases():
         have_commit(each)
-        if git("merge-base", "--is-ancestor", each.commit, "HEAD", check=False).returncode == 0:
-            if git("rev-parse", "HEAD").stdout.strip() != each.commit:
-                return each
+        before = git("merge-base", "--is-ancestor", each.commit, "HEAD", check=False)
+        if before.returncode == 0 and each.commit != head:
+            return each
     pytest.fail("CHANGELOG.md records no release before this commit")
 
 
