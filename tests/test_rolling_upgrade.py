@@ -1,8 +1,8 @@
 """A rolling upgrade on MariaDB: a server of the previous release (the newest release that
-CHANGELOG.md records before this commit, its tree taken from git) keeps ringing while this tree's `clock-server db
-upgrade` migrates the schema under it and this tree's server starts beside it; then the old
-one stops and another starts on the new schema. Every alarm created before, during and after
-rings, none early."""
+CHANGELOG.md records before this commit, its tree taken from git) keeps ringing while this
+tree's `clock-server db upgrade` migrates the schema under it and this tree's server starts
+beside it; then the old one stops and another starts on the new schema. Every alarm created
+before, during and after rings, none early."""
 
 from __future__ import annotations
 
