@@ -194,6 +194,29 @@ def test_the_consumer_stops_from_another_thread_while_the_server_is_away():
     client.close()
 
 
+def test_the_consumer_waits_a_jittered_backoff_that_doubles_up_to_its_cap(
+    caplog: pytest.LogCaptureFixture,
+):
+    client = ClockClient(f"http://127.0.0.1:{free_port()}", token=JOBS, retries=0)
+    failures = pulls_failing(client, Unavailable)
+    consumer = PullConsumer(client, APP, lambda message: None, wait_s=0,
+                            retry_first_s=0.01, retry_cap_s=0.04)  # fmt: skip
+    thread = threading.Thread(target=consumer.run)
+    with caplog.at_level("WARNING", logger="clock_client.pull_consumer"):
+        thread.start()
+        eventually(lambda: len(failures) >= 8)
+        consumer.stop()
+        thread.join(5)
+    waits = [float(r.getMessage().split(" in ")[-1].removesuffix(" s")) for r in caplog.records]
+    assert len(waits) >= 8
+    ceilings = [min(0.04, 0.01 * 2**n) for n in range(len(waits))]
+    assert all(0 <= wait <= ceiling for wait, ceiling in zip(waits, ceilings, strict=True))
+    assert len(set(waits)) > 1, f"no jitter: {waits}"
+    with pytest.raises(ValueError, match="first_s"):
+        PullConsumer(client, APP, lambda message: None, retry_first_s=0)
+    client.close()
+
+
 def test_the_consumer_comes_back_when_too_many_pulls_wait(harness: Harness, server: str):
     h = harness
     slots = h.app.extensions["clock"].long_polls = LongPollSlots(4)  # one pull waits at once

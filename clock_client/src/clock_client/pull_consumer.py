@@ -5,16 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 
+from .backoff import Backoff
 from .client import ClockClient
 from .errors import ClockError, RateLimited, Unavailable
 from .models import Handler, PulledMessage
 
 logger = logging.getLogger(__name__)
 
-# After a failed pull or ack, the wait before the next try doubles from the first to the
-# last; a stop ends it at once.
-_FIRST_BACKOFF_S = 0.5
-_LAST_BACKOFF_S = 30.0
+_RATE_LIMITED_WAIT_S = 0.5  # when a 429 gives no Retry-After
 
 
 class PullConsumer:
@@ -30,10 +28,12 @@ class PullConsumer:
 
     ``run()`` blocks until ``stop()``, callable from any thread and before run() starts.
     A pull in flight ends first (within ``wait_s``); messages it leased are not handled,
-    and come back once their lease ends. A lost database or server is retried with a
-    backoff; any other error the server answers (the token, a channel other than pull)
-    ends run() by raising it. ``client`` is used only by the thread calling run(), and must
-    not be used by another meanwhile. A PullConsumer runs once.
+    and come back once their lease ends. A lost database or server is retried after a wait
+    drawn at random up to ``retry_first_s``, doubling with each failure in a row up to
+    ``retry_cap_s`` (a stop ends the wait at once), so pullers cut off together do not all
+    come back in the same instant; any other error the server answers (the token, a channel
+    other than pull) ends run() by raising it. ``client`` is used only by the thread calling
+    run(), and must not be used by another meanwhile. A PullConsumer runs once.
     """
 
     def __init__(
@@ -44,6 +44,8 @@ class PullConsumer:
         *,
         max: int = 10,
         wait_s: float = 20.0,
+        retry_first_s: float = 0.5,
+        retry_cap_s: float = 30.0,
     ) -> None:
         if not 1 <= max <= 100:
             raise ValueError("max must be from 1 to 100")
@@ -54,6 +56,7 @@ class PullConsumer:
         self.handler = handler
         self.max = max
         self.wait_s = wait_s
+        self._backoff = Backoff(retry_first_s, retry_cap_s)
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # guards _started
         self._started = False
@@ -74,21 +77,20 @@ class PullConsumer:
             if self._started:
                 raise RuntimeError("a PullConsumer runs once; create a new one")
             self._started = True
-        backoff_s = _FIRST_BACKOFF_S
         while not self._stopping.is_set():
             try:
                 pulled = self.client.pull(self.application, self.max, self.wait_s)
                 self._handle(pulled)
             except Unavailable as error:
-                logger.warning("pulling %s failed (%s); trying again in %.1f s",
-                               self.application, error, backoff_s)  # fmt: skip
-                self._stopping.wait(backoff_s)
-                backoff_s = min(backoff_s * 2, _LAST_BACKOFF_S)
+                wait_s = self._backoff.next_s()
+                logger.warning("pulling %s failed (%s); trying again in %.3f s",
+                               self.application, error, wait_s)  # fmt: skip
+                self._stopping.wait(wait_s)
                 continue
             except RateLimited as error:  # as many pulls wait in the server as it lets
-                self._stopping.wait(error.retry_after_s or _FIRST_BACKOFF_S)
+                self._stopping.wait(error.retry_after_s or _RATE_LIMITED_WAIT_S)
                 continue
-            backoff_s = _FIRST_BACKOFF_S
+            self._backoff.reset()
         logger.info("pull consumer of %s stopped", self.application)
 
     def _handle(self, pulled: list[PulledMessage]) -> None:
