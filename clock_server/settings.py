@@ -33,6 +33,7 @@ PAYLOAD_LIMIT_BYTES = 4 * 1024 * 1024
 # (4 bytes) a pair of those. A body may so be six times its payload, and some room around it.
 ESCAPED_BYTES_PER_PAYLOAD_BYTE = 6
 BODY_OVERHEAD_BYTES = 16_384
+MAX_PROXY_HOPS = 10
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Settings:
     http_header_timeout_s: float = 10.0  # a request line and headers must arrive within this
     allowed_hosts: str = ""  # Host names served, comma-separated (api/request_guard.py)
     allowed_origins: str = ""  # browser origins served besides the server's own
+    trusted_proxy_hops: int = 0  # proxies in front whose X-Forwarded-Prefix is honoured
     metrics_token_required: bool = False
     web_processes: int = 1
     web_nice: int = 5
@@ -190,6 +192,12 @@ class Settings:
             raise ConfigError(
                 f"CLOCK_LOG_FORMAT must be text or json, not {self.log_format!r}",
                 field="log_format",
+            )
+        if not 0 <= self.trusted_proxy_hops <= MAX_PROXY_HOPS:
+            raise ConfigError(
+                f"CLOCK_TRUSTED_PROXY_HOPS must be from 0 (no proxy is trusted) to "
+                f"{MAX_PROXY_HOPS}: the number of reverse proxies in front of the server",
+                field="trusted_proxy_hops",
             )
         if not 0 <= self.web_nice <= 19:
             raise ConfigError("CLOCK_WEB_NICE must be from 0 to 19", field="web_nice")

@@ -229,6 +229,44 @@ def test_bad_allowed_origins_stop_the_server(store: AlarmStore, fake_clock: Sett
             Edge(store, fake_clock, allowed_origins=bad)
 
 
+# --- a path prefix from a reverse proxy -----------------------------------------------------------
+
+PREFIX = {"X-Forwarded-Prefix": "/clock"}
+
+
+def test_an_untrusted_forwarded_prefix_changes_nothing(edge: Edge) -> None:
+    """Any client may send the header: without CLOCK_TRUSTED_PROXY_HOPS it is not read."""
+    for headers in ({}, PREFIX, {"X-Forwarded-Prefix": "//elsewhere.example"}):
+        answer = edge.client.get("/console", headers=headers)
+        assert (answer.status_code, answer.headers["Location"]) == (302, "/console/")
+    with edge.client.get("/console/", headers=PREFIX) as page:
+        assert page.status_code == 200
+
+
+def test_a_trusted_proxy_prefix_is_where_the_console_redirects(
+    store: AlarmStore, fake_clock: SettableClock
+) -> None:
+    edge = Edge(store, fake_clock, trusted_proxy_hops=1)
+    answer = edge.client.get("/console", headers=PREFIX)
+    assert (answer.status_code, answer.headers["Location"]) == (302, "/clock/console/")
+    assert edge.client.get("/console").headers["Location"] == "/console/"  # no proxy: none
+    with edge.client.get("/console/", headers=PREFIX) as page:
+        assert page.status_code == 200 and b'src="static/main.js"' in page.data
+
+
+def test_a_trusted_prefix_that_is_not_a_path_is_refused(
+    store: AlarmStore, fake_clock: SettableClock
+) -> None:
+    edge = Edge(store, fake_clock, trusted_proxy_hops=1)
+    for bad in ("//elsewhere.example", "https://elsewhere.example", "/a/../b", "/a b"):
+        answer = edge.client.get("/console", headers={"X-Forwarded-Prefix": bad})
+        message = _error(answer, 400, "validation_error")
+        assert "X-Forwarded-Prefix" in message and answer.get_json()["error"]["field"] == (
+            "X-Forwarded-Prefix"
+        )
+        assert "Location" not in answer.headers
+
+
 # --- nosniff and /metrics -----------------------------------------------------------------------
 
 

@@ -37,6 +37,8 @@ def test_the_defaults_are_valid():
         ({"log_format": "yaml"}, "CLOCK_LOG_FORMAT"),
         ({"log_format": "JSON"}, "CLOCK_LOG_FORMAT"),
         ({"log_level": "verbose"}, "CLOCK_LOG_LEVEL"),
+        ({"trusted_proxy_hops": -1}, "CLOCK_TRUSTED_PROXY_HOPS"),
+        ({"trusted_proxy_hops": 11}, "CLOCK_TRUSTED_PROXY_HOPS"),
     ],
 )
 def test_impossible_values_are_refused_by_name(changes: dict, variable: str):

@@ -17,6 +17,7 @@ from clock_server.api.action_routes import actions
 from clock_server.api.application_routes import applications
 from clock_server.api.console.overview_routes import overview
 from clock_server.api.console.pages import console
+from clock_server.api.forwarded import trust_proxies
 from clock_server.api.health_routes import health
 from clock_server.api.http_errors import clock_error, http_error, unexpected_error
 from clock_server.api.pull_routes import pulls
@@ -53,6 +54,7 @@ def create_app(services: Services) -> Flask:
     app.register_error_handler(ClockError, clock_error)
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, unexpected_error)
+    trust_proxies(app, services.settings.trusted_proxy_hops)
     return app
 
 

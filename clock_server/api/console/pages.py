@@ -10,7 +10,10 @@ framing or form submission anywhere.
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, redirect
+from werkzeug.wrappers import Response as Redirect
+
+from clock_server.api.forwarded import prefixed
 
 console = Blueprint("console", __name__, static_folder="static", static_url_path="/console/static")
 
@@ -28,10 +31,17 @@ SECURITY_HEADERS = {
 
 
 @console.get("/console")
+def to_page() -> Redirect:
+    """The page's own URL ends in "/", which its relative URLs are read against. The redirect
+    names the path alone (no host), under the prefix of a trusted proxy."""
+    return redirect(prefixed("/console/"))
+
+
 @console.get("/console/")
 def page() -> Response:
     """The one page: its script shows the overview, applications, search or an alarm by the
-    URL's fragment, which never reaches the server."""
+    URL's fragment, which never reaches the server. It reaches its scripts, styles and the
+    API by relative URLs, so it works wherever a proxy serves it."""
     return console.send_static_file("console.html")
 
 

@@ -3,6 +3,9 @@
 
 const TOKEN_KEY = "clock.console.token";
 const ROLE_KEY = "clock.console.read_only";
+// The server's root, read from where this script was loaded (<root>/console/static/api.js),
+// so that the console works under any path a reverse proxy serves it at.
+const ROOT = new URL("../../", import.meta.url);
 
 export class ApiError extends Error {
   constructor(status, body) {
@@ -44,7 +47,7 @@ export async function call(method, path, body, withToken = token()) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  const response = await fetch(apiUrl(path), init);
   const text = await response.text();
   let data = null;
   try {
@@ -54,6 +57,11 @@ export async function call(method, path, body, withToken = token()) {
   }
   if (!response.ok) throw new ApiError(response.status, data);
   return data;
+}
+
+// An API path ("/v1/...") as a URL under the server's root.
+export function apiUrl(path) {
+  return new URL(path.replace(/^\/+/, ""), ROOT);
 }
 
 export function query(params) {
