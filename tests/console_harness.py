@@ -107,7 +107,8 @@ def _channel() -> Iterator[Any]:
 
 
 @contextmanager
-def console_server(now_ms: int) -> Iterator[ConsoleServer]:
+def console_server(now_ms: int, **overrides: Any) -> Iterator[ConsoleServer]:
+    """The server on a fresh database, with these settings besides the tests' own."""
     exchange = unique("clock_console_")
     clock = SettableClock(now_ms)
     with mariadb_database("clock_console") as url:
@@ -120,6 +121,7 @@ def console_server(now_ms: int) -> Iterator[ConsoleServer]:
             retry_cap_s=1,
             retry_max=3,
             engine_dead_after_s=20,
+            **overrides,
         )
         runtime = build(settings, clock=clock, tokens=load_tokens(TOKENS, ""))
         assert runtime.publisher is not None and runtime.engine is not None

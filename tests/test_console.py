@@ -17,7 +17,10 @@ import pytest
 import requests
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from clock_client.errors import WebhookVerificationError
+from clock_client.webhooks import verify as verify_webhook
 from tests.console_harness import ADMIN, ORDERS, READER, ConsoleServer, chromium, console_server
+from tests.webhook_receiver import receiving
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.rabbitmq]
 
@@ -36,7 +39,8 @@ HOSTILE = {
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ConsoleServer]:
-    with console_server(NOW) as clock:
+    # Webhooks may go to a receiver on this machine.
+    with console_server(NOW, webhook_allow_private=True) as clock:
         seed(clock)
         yield clock
 
@@ -390,3 +394,121 @@ def test_the_channel_of_an_application_is_edited_in_its_form(page: Page, server:
     expect(feeds.locator("td[data-setting=channel]")).to_have_text("pull")
     stored = server.api("GET", "/v1/applications/feeds")
     assert (stored["channel"], stored["pull_visibility_s"]) == ("pull", 90)
+
+
+def test_each_channel_setting_is_edited_and_a_refused_one_says_why_beside_it(
+    page: Page, server: ConsoleServer
+):
+    server.api("PUT", "/v1/applications/hooked", json={"channel": "pull"})
+    login(page, server, where="#applications")
+    hooked = page.locator("#application-table tr[data-application=hooked]")
+    hooked.get_by_role("button", name="Edit").click()
+    form = page.locator("#edit-application")
+    expect(form.locator("input[name=webhook_url]")).to_be_hidden()  # the chosen channel's only
+    page.select_option("#edit-application select[name=channel]", "webhook")
+    form.locator("input[name=webhook_url]").fill("ftp://93.184.215.14/clock")
+    form.locator("input[name=webhook_timeout_s]").fill("2.5")
+    page.click("#edit-application button[type=submit]")
+    confirm(page)
+    message = "webhook_url must start with http:// or https://, not ftp://"
+    expect(form.locator("[data-error-for=webhook_url]")).to_have_text(message)
+    expect(form.locator("[data-error-for=webhook_timeout_s]")).to_have_text("")
+    stored = server.api("GET", "/v1/applications/hooked?counts=false")
+    assert (stored["channel"], stored["webhook_url"], stored["webhook_timeout_s"]) == (
+        "pull", None, None,
+    )  # fmt: skip
+
+    form.locator("input[name=webhook_url]").fill("https://93.184.215.14/hooked")
+    form.locator("input[name=webhook_max_in_flight]").fill("3")
+    page.click("#edit-application button[type=submit]")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Saved the settings of hooked.")
+    stored = server.api("GET", "/v1/applications/hooked?counts=false")
+    assert {k: stored[k] for k in ("channel", "webhook_url", "webhook_timeout_s",
+                                   "webhook_max_in_flight", "pull_visibility_s")} == {
+        "channel": "webhook", "webhook_url": "https://93.184.215.14/hooked",
+        "webhook_timeout_s": 2.5, "webhook_max_in_flight": 3, "pull_visibility_s": None,
+    }  # fmt: skip
+
+    hooked.get_by_role("button", name="Edit").click()
+    form.locator("input[name=webhook_timeout_s]").fill("301")  # over the API's 300 s
+    page.click("#edit-application button[type=submit]")
+    confirm(page)
+    expect(form.locator("[data-error-for=webhook_timeout_s]")).to_contain_text("webhook_timeout_s")
+    assert server.api("GET", "/v1/applications/hooked")["webhook_timeout_s"] == 2.5
+    hooked.get_by_role("button", name="Edit").click()  # the form again, as stored
+    page.select_option("#edit-application select[name=channel]", "pull")
+    form.locator("input[name=pull_visibility_s]").fill("45")
+    page.click("#edit-application button[type=submit]")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Saved the settings of hooked.")
+    stored = server.api("GET", "/v1/applications/hooked?counts=false")
+    assert (stored["channel"], stored["pull_visibility_s"]) == ("pull", 45)
+
+
+def test_the_webhook_secret_is_rotated_shown_once_and_the_old_one_signs_for_the_overlap(
+    page: Page, server: ConsoleServer
+):
+    rotation = "/v1/applications/signed/webhook-secret"
+    with receiving() as receiver:
+        server.api(
+            "PUT",
+            "/v1/applications/signed",
+            json={"channel": "webhook", "webhook_url": receiver.url()},
+        )
+        old = server.api("GET", rotation)["webhook_secret"]
+        login(page, server, where="#applications")
+        signed = page.locator("#application-table tr[data-application=signed]")
+        signed.get_by_role("button", name="Edit").click()
+        section = page.locator("#webhook-secret")
+        expect(section).to_contain_text("it is not shown again")
+        assert old not in page.content()  # a stored secret is never shown
+
+        section.locator("input[name=overlap_s]").fill("700000")  # over the API's week
+        section.locator("#rotate-secret").click()
+        confirm(page)
+        expect(section.locator("[data-error-for=overlap_s]")).to_contain_text("overlap_s")
+        assert server.api("GET", rotation)["webhook_secret"] == old
+
+        t0 = server.clock.now_ms()
+        section.locator("input[name=overlap_s]").fill("60")
+        section.locator("#rotate-secret").click()
+        expect(page.locator("#confirm-extra")).to_contain_text("for 60 s")
+        confirm(page)
+        expect(page.locator("#flash")).to_have_text("Rotated the webhook secret of signed.")
+        new = page.locator("#new-secret-value").inner_text()
+        read = server.api("GET", rotation)
+        assert new.startswith("whsec_") and new != old
+        assert (read["webhook_secret"], read["previous_secret_signs_until"]) == (new, t0 + 60_000)
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime((t0 + 60_000) / 1000))
+        expect(page.locator("#previous-secret-until")).to_contain_text(until)
+
+        # During the overlap each webhook carries both signatures; after it, the new one only.
+        # (The engine reads the registry again every CLOCK_APPLICATION_REFRESH_S, 2 s.)
+        server.create("signed", "during", "p", target_ring_at=t0 + 5_000)
+        server.step(t0 + 5_000)
+        [during] = receiver.wait_for(1)
+        for secret in (old, new):
+            assert verify_webhook(secret, during.headers, during.body).business_id == "during"
+        server.create("signed", "after", "p", target_ring_at=t0 + 60_000)
+        server.step(t0 + 60_000)
+        after = receiver.wait_for(2)[1]
+        assert verify_webhook(new, after.headers, after.body).business_id == "after"
+        with pytest.raises(WebhookVerificationError):
+            verify_webhook(old, after.headers, after.body)
+
+    page.reload()  # shown once: gone from the page
+    expect(page.locator("#application-table")).to_be_visible()
+    assert new not in page.content() and old not in page.content()
+    page.click("#logout")
+    login(page, server, token=READER, where="#applications")
+    signed.get_by_role("button", name="Edit").click()
+    form = page.locator("#edit-application")
+    for name in ("max_pending", "webhook_url", "webhook_timeout_s"):
+        expect(form.locator(f"input[name={name}]")).to_be_disabled()
+    expect(form.locator("select[name=channel]")).to_be_disabled()
+    expect(form.locator("input[name=webhook_url]")).to_have_value(
+        receiver.url().removesuffix("/hook") + "/***"
+    )
+    expect(page.locator("#webhook-secret input[name=overlap_s]")).to_be_disabled()
+    expect(page.locator("#rotate-secret")).to_be_disabled()

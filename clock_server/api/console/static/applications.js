@@ -1,9 +1,11 @@
 // Applications: each one's settings, limits and channel, its live counts, and a form to
-// change them.
+// change them, the channel's own settings with it; a webhook application's secret is rotated
+// beside the form. A field the server refuses shows its message beside it.
 
 import { call, readOnly } from "./api.js";
 import { clearFlash, confirmAction, flash } from "./confirm.js";
 import { capped, el, replace, table } from "./dom.js";
+import { secretSection } from "./webhook_secret.js";
 
 const SETTINGS = [
   ["create_rate_per_s", "creates / s"],
@@ -68,11 +70,15 @@ export async function applicationsPage(rerender) {
 
 function form(app, rerender) {
   const shown = (name) => (app[name] === null || app[name] === undefined ? "" : String(app[name]));
+  const locked = readOnly();
   const inputs = Object.fromEntries([
-    ...SETTINGS.map(([name]) => [name, el("input", { name, type: "number", step: "any", min: "0", value: shown(name) })]),
-    ["channel", el("select", { name: "channel" }, CHANNELS.map((c) => el("option", { value: c, selected: c === app.channel }, c)))],
-    ...CHANNEL_SETTINGS.map(([name, , type]) => [name, type === "url" ? el("input", { name, type: "text", size: "40", value: shown(name) }) : el("input", { name, type, step: "any", min: "0", value: shown(name) })]),
+    ...SETTINGS.map(([name]) => [name, el("input", { name, type: "number", step: "any", min: "0", value: shown(name), disabled: locked })]),
+    ["channel", el("select", { name: "channel", disabled: locked }, CHANNELS.map((c) => el("option", { value: c, selected: c === app.channel }, c)))],
+    ...CHANNEL_SETTINGS.map(([name, , type]) => [name, type === "url" ? el("input", { name, type: "text", size: "40", value: shown(name), disabled: locked }) : el("input", { name, type, step: "any", min: "0", value: shown(name), disabled: locked })]),
   ]);
+  // Beside each field, the server's message when it refused that field.
+  const errors = Object.fromEntries(EDITABLE.map((name) => [name, el("span", { class: "error", dataset: { errorFor: name } })]));
+  const field = (name, label) => el("label", {}, label, inputs[name], errors[name]);
   const value = (name) => {
     const raw = inputs[name].value.trim();
     if (name === "channel" || name === "webhook_url") return raw === "" ? null : raw;
@@ -80,6 +86,7 @@ function form(app, rerender) {
   };
   const save = async (event) => {
     event.preventDefault();
+    for (const box of Object.values(errors)) replace(box);
     const changes = {};
     for (const name of EDITABLE) {
       const given = value(name);
@@ -99,17 +106,30 @@ function form(app, rerender) {
       await rerender();
       flash(`Saved the settings of ${app.name}.`);
     } catch (error) {
+      if (error.field && errors[error.field]) replace(errors[error.field], error.message);
       flash(`Not saved: ${error.message}${error.field ? ` (${error.field})` : ""}`, true);
     }
   };
+  // Only the chosen channel's own settings are shown.
+  const channelFields = Object.fromEntries(CHANNELS.map((c) => [c, el("div", { class: "channel-settings", dataset: { channel: c } }, CHANNEL_SETTINGS.filter(([name]) => name.startsWith(`${c}_`)).map(([name, label]) => field(name, label)))]));
+  const showChannel = () => {
+    for (const [c, box] of Object.entries(channelFields)) box.hidden = c !== inputs.channel.value;
+  };
+  inputs.channel.addEventListener("change", showChannel);
+  showChannel();
   clearFlash();
   return el(
-    "form",
-    { class: "filters", id: "edit-application", on: { submit: save } },
-    el("h2", {}, `Settings of ${app.name}`),
-    SETTINGS.map(([name, label]) => el("label", {}, label, inputs[name])),
-    el("label", {}, "channel", inputs.channel),
-    CHANNEL_SETTINGS.map(([name, label]) => el("label", {}, label, inputs[name])),
-    el("button", { type: "submit", class: "primary write", disabled: readOnly() }, "Save"),
+    "div",
+    {},
+    el(
+      "form",
+      { class: "filters", id: "edit-application", on: { submit: save } },
+      el("h2", {}, `Settings of ${app.name}`),
+      SETTINGS.map(([name, label]) => field(name, label)),
+      field("channel", "channel"),
+      Object.values(channelFields),
+      el("button", { type: "submit", class: "primary write", disabled: locked }, "Save"),
+    ),
+    app.registered && app.channel === "webhook" ? secretSection(app) : null,
   );
 }
