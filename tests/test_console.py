@@ -20,6 +20,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from clock_client.errors import WebhookVerificationError
 from clock_client.webhooks import verify as verify_webhook
 from tests.console_harness import ADMIN, ORDERS, READER, ConsoleServer, chromium, console_server
+from tests.reverse_proxy import reverse_proxy
 from tests.webhook_receiver import receiving
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.rabbitmq]
@@ -39,8 +40,9 @@ HOSTILE = {
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ConsoleServer]:
-    # Webhooks may go to a receiver on this machine.
-    with console_server(NOW, webhook_allow_private=True) as clock:
+    # Webhooks may go to a receiver on this machine; a reverse proxy in front is trusted to
+    # say the path it serves the server under.
+    with console_server(NOW, webhook_allow_private=True, trusted_proxy_hops=1) as clock:
         seed(clock)
         yield clock
 
@@ -512,3 +514,40 @@ def test_the_webhook_secret_is_rotated_shown_once_and_the_old_one_signs_for_the_
     )
     expect(page.locator("#webhook-secret input[name=overlap_s]")).to_be_disabled()
     expect(page.locator("#rotate-secret")).to_be_disabled()
+
+
+def test_the_console_works_behind_a_reverse_proxy_under_a_path_prefix(
+    page: Page, server: ConsoleServer
+):
+    """The proxy serves the server under /clock and passes the client's Host on; every URL
+    the browser asks for must be under the prefix (the proxy answers 404 to any other)."""
+    server.api("PUT", "/v1/applications/proxied", json={"retry_max": 4})
+    with reverse_proxy(server.base_url, "/clock") as proxy:
+        asked: list[str] = []
+        page.on("request", lambda request: asked.append(request.url))
+        page.goto(f"{proxy}/clock/console#overview")  # redirected to /clock/console/
+        expect(page).to_have_url(f"{proxy}/clock/console/#overview")
+        page.fill("#token", ADMIN)
+        page.click("#login button[type=submit]")
+        expect(page.locator("#card-database .value")).to_have_text("ok")
+        expect(page.locator("#by-application tr[data-application=orders]")).to_be_visible()
+
+        page.click("#nav a[data-page=search]")
+        page.fill("#search-form input[name=application]", "orders")
+        page.fill("#search-form input[name=business_id]", "o-07")
+        page.click("#search-form button[type=submit]")
+        page.locator("#alarm-table tbody tr td:nth-child(2) a").click()
+        expect(page.locator("#fields tr[data-field=business_id] td").nth(1)).to_have_text("o-07")
+
+        page.click("#nav a[data-page=applications]")
+        proxied = page.locator("#application-table tr[data-application=proxied]")
+        proxied.get_by_role("button", name="Edit").click()
+        page.fill("#edit-application input[name=retry_max]", "6")
+        page.click("#edit-application button[type=submit]")
+        confirm(page)  # a PATCH with the proxy's Origin: served, as the Host is passed on
+        expect(page.locator("#flash")).to_have_text("Saved the settings of proxied.")
+        assert server.api("GET", "/v1/applications/proxied")["retry_max"] == 6
+
+        assert asked and all(url.startswith(f"{proxy}/clock/") for url in asked), asked
+        assert any("/clock/v1/overview" in url for url in asked)
+        assert any("/clock/console/static/main.js" in url for url in asked)
