@@ -25,6 +25,7 @@ from clock_server.store.schema import (
     application_table,
     engine_table,
     event_table,
+    minute_stats_table,
     rate_bucket_table,
 )
 from clock_server.testing import InMemoryPublisher, SettableClock
@@ -87,6 +88,7 @@ def _empty_store(url: str) -> Iterator[AlarmStore]:
         conn.execute(delete(engine_table))
         conn.execute(delete(application_table))
         conn.execute(delete(rate_bucket_table))
+        conn.execute(delete(minute_stats_table))
     yield AlarmStore(db)
     leaked = db.pool.checkedout()  # type: ignore[attr-defined]
     db.dispose()

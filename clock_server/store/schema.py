@@ -18,6 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
+from clock_server.minute_stats import LATENESS_BOUNDS_MS
 from clock_server.model import STATUS_LENGTH
 
 metadata = MetaData()
@@ -210,6 +211,21 @@ dead_letter_table = Table(
     Column("died_at", BigInteger, nullable=False),
     Column("attempts", Integer, nullable=False),
     Column("error", Text, nullable=False),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
+# The per-minute statistics (store/minute_stats.py): one row per minute and application, its
+# counters added to by every process. The lateness is counted per bucket, the column
+# `lateness_le_<ms>` for the lateness up to <ms>, `lateness_over` for the rest.
+LATENESS_COLUMNS = (*(f"lateness_le_{bound}" for bound in LATENESS_BOUNDS_MS), "lateness_over")
+COUNTER_COLUMNS = ("created", "rung", "failed", *LATENESS_COLUMNS, "lateness_sum_ms")
+minute_stats_table = Table(
+    "clock_minute_stats",
+    metadata,
+    Column("minute", BigInteger, primary_key=True, autoincrement=False),
+    Column("application", _APP, primary_key=True),
+    *(Column(name, BigInteger, nullable=False, server_default="0") for name in COUNTER_COLUMNS),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )
