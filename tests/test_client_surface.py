@@ -40,6 +40,7 @@ ROUTES = {
     "POST /v1/alarms/cancel": "cancel_where",
     "GET /v1/whoami": "whoami",
     "GET /v1/overview": "overview",
+    "GET /v1/stats": "stats",
     "GET /v1/applications": "applications",
     "GET /v1/applications/<application>": "application",
     "PUT /v1/applications/<application>": "configure",

@@ -36,7 +36,7 @@ from .models import (
     PulledMessage,
 )
 from .pull_consumer import PullConsumer
-from .reports import CappedCount, Overview, WhoAmI
+from .reports import CappedCount, Overview, Stats, StatsMinute, WhoAmI
 
 if TYPE_CHECKING:
     from .async_client import AsyncClockClient
@@ -73,6 +73,8 @@ __all__ = [
     "PullConsumer",
     "PulledMessage",
     "RateLimited",
+    "Stats",
+    "StatsMinute",
     "Unauthorized",
     "Unavailable",
     "ValidationError",

@@ -27,7 +27,7 @@ from .models import (
     PulledMessage,
     timing_fields,
 )
-from .reports import Overview, WhoAmI
+from .reports import Overview, Stats, WhoAmI
 from .retries import RETRY_METHODS, RETRY_STATUSES, backoff_s
 
 logger = logging.getLogger(__name__)
@@ -288,6 +288,10 @@ class AsyncClockClient:
     async def overview(self) -> Overview:
         """As ClockClient.overview."""
         return await self._send(calls.overview())
+
+    async def stats(self, minutes: int = 60, application: str | None = None) -> Stats:
+        """As ClockClient.stats."""
+        return await self._send(calls.stats(minutes, application))
 
     async def live(self) -> dict[str, Any]:
         """As ClockClient.live."""

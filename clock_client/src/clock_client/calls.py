@@ -33,7 +33,14 @@ from .models import (
     timing_fields,
     to_epoch_ms,
 )
-from .reports import Overview, WhoAmI, overview_from_json, whoami_from_json
+from .reports import (
+    Overview,
+    Stats,
+    WhoAmI,
+    overview_from_json,
+    stats_from_json,
+    whoami_from_json,
+)
 
 T = TypeVar("T")
 
@@ -227,6 +234,13 @@ def whoami() -> Call[WhoAmI]:
 
 def overview() -> Call[Overview]:
     return Call("GET", "/v1/overview", overview_from_json)
+
+
+def stats(minutes: int, application: str | None) -> Call[Stats]:
+    params: dict[str, str] = {"minutes": str(minutes)}
+    if application is not None:
+        params["application"] = application
+    return Call("GET", "/v1/stats", stats_from_json, params=params)
 
 
 def redrive(

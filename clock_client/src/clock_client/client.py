@@ -27,7 +27,7 @@ from .models import (
     PulledMessage,
     timing_fields,
 )
-from .reports import Overview, WhoAmI
+from .reports import Overview, Stats, WhoAmI
 from .retries import RETRY_METHODS, RETRY_STATUSES
 
 __all__ = ["MAX_BATCH", "ClockClient"]
@@ -42,7 +42,7 @@ class ClockClient:
     ``timeout`` (seconds) bounds connecting and each read. Failed connections and
     502/503/504 answers are retried up to ``retries`` times with exponential backoff
     (``backoff_factor``) for the idempotent calls only: every read (get, list, events,
-    applications, application, whoami, overview, health and the other probes), cancel,
+    applications, application, whoami, overview, stats, health and the other probes), cancel,
     create, batch_create, the PUT of configure, webhook_secret, redrive, the bulk actions,
     pull (what a lost answer leased comes back when its lease ends) and ack; update and the
     PATCH of configure are sent once. Every failure raises a subclass of ClockError. Use
@@ -410,6 +410,13 @@ class ClockClient:
         recent lateness, and the engines' health. Needs a token of every application
         (Forbidden otherwise)."""
         return self._send(calls.overview())
+
+    def stats(self, minutes: int = 60, application: str | None = None) -> Stats:
+        """The per-minute statistics of the last ``minutes`` (1 to 1440; ``GET /v1/stats``):
+        alarms created, rung and failed, and the engine's lateness, by application and in
+        total (``"*"``). A token of every application sees every application (or the one
+        named), an application's token its own (Forbidden for another's)."""
+        return self._send(calls.stats(minutes, application))
 
     def live(self) -> dict[str, Any]:
         """The liveness probe's report (``GET /livez``): ``{"status": "ok", "loops": {...},

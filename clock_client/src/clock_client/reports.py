@@ -1,9 +1,10 @@
-"""What the server says about itself and the token in use: ``whoami`` and ``overview``."""
+"""What the server says about itself and the token in use: ``whoami``, ``overview`` and
+``stats``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ClockError
@@ -60,9 +61,10 @@ class Overview:
 
     ``by_status``: a count per status; ``overdue``: pending and due before ``now``; ``due``:
     pending and due from now to now + the key (ms); ``by_application``: each application's
-    counts by status. ``lateness`` (``window_ms``, ``sample``, ``p50_ms``, ``p99_ms``,
-    ``max_ms``) and ``health`` (``database``, ``broker``, ``live_engines``, ``engines``) are
-    the server's objects as sent.
+    counts by status. ``lateness`` (the engine's, over the last minutes: ``window_ms``,
+    ``sample``, ``p50_ms``, ``p99_ms``, ``max_ms``), ``pull_ack`` (the pull consumers' time
+    from due to ack, the same keys) and ``health`` (``database``, ``broker``,
+    ``live_engines``, ``engines``) are the server's objects as sent.
     """
 
     now: int
@@ -74,6 +76,7 @@ class Overview:
     by_application: Mapping[str, Mapping[str, CappedCount]]
     lateness: Mapping[str, Any]
     health: Mapping[str, Any]
+    pull_ack: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Overview:
@@ -92,6 +95,7 @@ class Overview:
             by_application=by_application,
             lateness=dict(data["lateness"] or {}),
             health=dict(data["health"]),
+            pull_ack=dict(data.get("pull_ack") or {}),
         )
 
 
@@ -101,3 +105,63 @@ def overview_from_json(data: Mapping[str, Any]) -> Overview:
         return Overview.from_dict(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise _bad(f"malformed overview: {exc!r}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class StatsMinute:
+    """One minute of a series of ``GET /v1/stats``: alarms created, rung and failed (dead,
+    expired and failed delivery attempts) in it, as rates too, and the engine's lateness
+    percentiles (None when nothing rang)."""
+
+    minute: int
+    created: int
+    rung: int
+    failed: int
+    creates_per_s: float
+    rings_per_s: float
+    lateness_p50_ms: float | None
+    lateness_p99_ms: float | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StatsMinute:
+        p50, p99 = data["lateness_p50_ms"], data["lateness_p99_ms"]
+        return cls(
+            minute=int(data["minute"]),
+            created=int(data["created"]),
+            rung=int(data["rung"]),
+            failed=int(data["failed"]),
+            creates_per_s=float(data["creates_per_s"]),
+            rings_per_s=float(data["rings_per_s"]),
+            lateness_p50_ms=None if p50 is None else float(p50),
+            lateness_p99_ms=None if p99 is None else float(p99),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """The per-minute statistics (``GET /v1/stats``): from ``from_ms`` to ``to_ms``, one
+    entry per minute of ``minute_ms`` in every series; ``series`` by application, and
+    ``"*"`` for the total over ``applications``."""
+
+    minute_ms: int
+    from_ms: int
+    to_ms: int
+    applications: tuple[str, ...]
+    series: Mapping[str, tuple[StatsMinute, ...]]
+
+
+def stats_from_json(data: Mapping[str, Any]) -> Stats:
+    """Stats from a decoded answer; ClockError(code="bad_response") if malformed."""
+    try:
+        return Stats(
+            minute_ms=int(data["minute_ms"]),
+            from_ms=int(data["from"]),
+            to_ms=int(data["to"]),
+            applications=tuple(str(name) for name in data["applications"]),
+            series={
+                str(name): tuple(StatsMinute.from_dict(entry) for entry in entries)
+                for name, entries in data["series"].items()
+            },
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise _bad(f"malformed stats: {exc!r}") from exc

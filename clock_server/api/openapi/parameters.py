@@ -80,6 +80,21 @@ SEARCH = [
     },
 ]
 
+STATS = [
+    {
+        "name": "minutes",
+        "in": "query",
+        "description": "how many minutes, the current one last",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 1440, "default": 60},
+    },
+    {
+        "name": "application",
+        "in": "query",
+        "description": "only this application (its own, with an application's token)",
+        "schema": APPLICATION_NAME,
+    },
+]
+
 # The parameters every operation of a path takes.
 OF_PATH: dict[str, list[dict[str, Any]]] = {
     "/v1/alarms/{application}/{business_id}": KEY,

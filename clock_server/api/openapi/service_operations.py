@@ -1,11 +1,14 @@
 """The operations around the API, as data: the probes (api/health_routes.py), the console's
-overview (api/console), /metrics and this document (api/routes.py)."""
+overview (api/console), the per-minute statistics (api/stats_routes.py), /metrics and this
+document (api/routes.py)."""
 
 from __future__ import annotations
 
 from clock_server.api.answers.errors import Error
 from clock_server.api.answers.health import Health, Live, Ready
 from clock_server.api.answers.overview import Overview
+from clock_server.api.answers.stats import Stats
+from clock_server.api.openapi import parameters
 from clock_server.api.openapi.operation import Answer, Operation
 
 OPEN: list[dict[str, list[str]]] = []  # no token, also when the server has tokens
@@ -44,6 +47,15 @@ OPERATIONS = [
         "recent lateness, health (a token of every application)",
         answers={200: Answer("the overview", Overview), 403: EVERY_APPLICATION},
         errors=(401, 503),
+    ),
+    Operation(
+        "get", "/v1/stats", "getStats", "console",
+        "Per-minute statistics of the last `minutes`: alarms created, rung and failed, and the "
+        "engine's lateness, by application and in total (\"*\"); a token of every "
+        "application sees every application, an application's token its own",
+        answers={200: Answer("one entry per minute in every series", Stats)},
+        errors=(400, 401, 403, 503),
+        parameters=tuple(parameters.STATS),
     ),
     Operation(
         "get", "/metrics", "getMetrics", "metrics",
