@@ -17,6 +17,8 @@ from prometheus_client import (
     multiprocess,
 )
 
+from clock_server.minute_stats import MinuteTally
+
 _LATENESS_BUCKETS_S = (
     0.001,
     0.002,
@@ -71,6 +73,8 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # What this process counted per minute for the shared statistics, not yet written.
+        self.minutes = MinuteTally()
         r = self.registry
         self.created = Counter(
             "clock_alarms_created", "Alarms stored by the API", ["application"], registry=r

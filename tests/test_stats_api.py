@@ -37,7 +37,11 @@ def counts(created: int = 0, rung: int = 0, failed: int = 0, late_ms: int = 0) -
 def client(store: AlarmStore) -> Any:
     tokens = f"{ADMIN}=*; {READER}=*:read; {ORDERS}=orders"
     services = build_services(
-        Settings(tokens=tokens), store, SettableClock(NOW), Metrics(), tokens=load_tokens(tokens, "")
+        Settings(tokens=tokens),
+        store,
+        SettableClock(NOW),
+        Metrics(),
+        tokens=load_tokens(tokens, ""),
     )
     SqlMinuteStats(store).add(
         {

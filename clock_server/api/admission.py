@@ -206,6 +206,7 @@ class Admission:
             for application, reserved in admitted.reserved.items():
                 self.pending.settle(application, reserved, admitted.created[application])
             self.metrics.count(self.metrics.created, admitted.created)
+            self.metrics.minutes.created(now_ms, admitted.created)
 
     def admit_change(self, application: str, now_ms: int) -> None:
         """A PATCH or a count of `application`'s alarm: RateLimited (429, Retry-After) when

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.metrics import Metrics
+from clock_server.minute_stats import RingTally
 from clock_server.model import NOT_CONFIRMED, RingRow
 from clock_server.store.ports import RingTransaction
 from clock_server.timesource import Clock
@@ -58,11 +59,16 @@ class Outcomes:
         handed: Sequence[tuple[RingRow, int]],
         due_at: dict[int, int],
         retries_of: dict[str, RetryPolicy],
+        webhooks: Collection[str] = (),
     ) -> int:
         """Mark each confirmed row rung, each refused one retried or dead and each of
         `expired` expired; `handed` were given to a webhook or to pullers for a moment each
         (their lateness is the engine's until then, or until now if later). Returns how many
-        alarms died."""
+        alarms died.
+
+        The per-minute statistics count a pull row as rung when handed; a row of an
+        application of `webhooks` is counted when its answer is recorded (`WebhookRecorder`).
+        """
         now_ms = self.clock.now_ms()
         tx.mark_expired(sorted(row.id for row in expired), now_ms)
         rung: list[tuple[int, int]] = []
@@ -70,24 +76,39 @@ class Outcomes:
         dead: list[int] = []
         dead_of: list[str] = []
         retries: list[tuple[int, int]] = []
-        # A handed row is the channel's from its moment, or from now if that has passed.
-        lateness_s = [
-            self._lateness_ms(row, max(at_ms, now_ms), due_at) / 1000 for row, at_ms in handed
-        ]
+        tallies: dict[str, RingTally] = {}
+        lateness_s: list[float] = []
+        for row, at_ms in handed:
+            # A handed row is the channel's from its moment, or from now if that has passed.
+            late_ms = self._lateness_ms(row, max(at_ms, now_ms), due_at)
+            lateness_s.append(late_ms / 1000)
+            if row.application not in webhooks:
+                tally = _tally(tallies, row.application)
+                tally.rung += 1
+                tally.lateness_ms.append(late_ms)
         for rows, published_at, flags in confirmed:
             for row, ok in zip(rows, flags, strict=True):
+                tally = _tally(tallies, row.application)
                 if ok:
                     rung.append((row.id, published_at))
                     rung_of.append(row.application)
-                    lateness_s.append(self._lateness_ms(row, published_at, due_at) / 1000)
+                    late_ms = self._lateness_ms(row, published_at, due_at)
+                    lateness_s.append(late_ms / 1000)
+                    tally.rung += 1
+                    tally.lateness_ms.append(late_ms)
                     continue
+                tally.failed += 1
                 retry = retries_of.get(row.application) or self.retry_for(row.application)
                 if retry.gives_up(row.retry_times + 1):
                     dead.append(row.id)
                     dead_of.append(row.application)
                 else:
                     retries.append((row.id, now_ms + retry.delay_ms(row.retry_times + 1)))
+        for row in expired:
+            _tally(tallies, row.application).failed += 1
         self.metrics.observe_lateness(lateness_s)
+        if tallies:
+            self.metrics.minutes.rang(now_ms, tallies)
         tx.mark_rung(rung, now_ms)
         if dead or retries:  # refused by the broker: all the publisher tells of a refusal
             tx.mark_dead(dead, now_ms, NOT_CONFIRMED)
@@ -151,3 +172,10 @@ class Outcomes:
                 dead[:20],
                 extra={"action": "alarm_dead", "dead": len(dead)},
             )
+
+
+def _tally(tallies: dict[str, RingTally], application: str) -> RingTally:
+    tally = tallies.get(application)
+    if tally is None:
+        tally = tallies[application] = RingTally()
+    return tally

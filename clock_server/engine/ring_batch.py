@@ -18,7 +18,7 @@ from clock_server.engine.outcomes import Confirmed, Outcomes
 from clock_server.engine.tuning import RingTuning
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
-from clock_server.model import AMQP, PULL, Claim, RingRow
+from clock_server.model import AMQP, PULL, WEBHOOK, Claim, RingRow
 from clock_server.store.ports import ClaimStore, RingTransaction
 from clock_server.timesource import Clock
 
@@ -144,8 +144,9 @@ class BatchRinger:
             handed.expired += one.expired
             handed.held += one.held
         confirmed = self._confirms(handed)
+        webhooks = {name for name, route in routes.items() if route.channel == WEBHOOK}
         died = self.outcomes.record(
-            tx, confirmed, handed.expired, handed.delivered, due_at, retries
+            tx, confirmed, handed.expired, handed.delivered, due_at, retries, webhooks
         )
         return died, handed.held
 

@@ -13,6 +13,7 @@ from clock_server.delivery.sender_port import WebhookOutcome
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
+from clock_server.minute_stats import RingTally
 from clock_server.model import Claim, RingRow
 from clock_server.store.ports import ClaimStore, RingTransaction
 from clock_server.timesource import Clock
@@ -39,6 +40,7 @@ class Answer(NamedTuple):
     call: WebhookCall
     sent_at: int
     outcome: WebhookOutcome | None
+    answered_at: int = 0  # when the answer was in; 0: at `sent_at`
 
 
 class WebhookRecorder:
@@ -119,10 +121,14 @@ class WebhookRecorder:
         retried: dict[str, list[tuple[int, int]]] = defaultdict(list)  # by error
         dead: dict[str, list[int]] = defaultdict(list)  # by error
         counted: Counter[tuple[str, str]] = Counter()  # (application, what happened)
+        tallies: dict[str, RingTally] = defaultdict(RingTally)  # the per-minute statistics
         for answer in batch:
             row, outcome = answer.call.row, answer.outcome
             if row.id not in live:
                 continue
+            tally = tallies[row.application]
+            if outcome is None or not outcome.ok:
+                tally.failed += 1
             if outcome is None:
                 expired.append(row.id)
                 counted[row.application, "expired"] += 1
@@ -130,6 +136,9 @@ class WebhookRecorder:
             counted[row.application, _label(outcome)] += 1
             if outcome.ok:
                 rung.append((row.id, answer.sent_at))
+                tally.rung += 1
+                answered_at = answer.answered_at or answer.sent_at
+                tally.lateness_ms.append(max(answered_at - row.target_ring_at, 0))
                 continue
             error = outcome.error or "failed"
             retry = retries[row.application]
@@ -146,6 +155,8 @@ class WebhookRecorder:
         for error, ids in dead.items():
             tx.mark_dead(ids, now_ms, error)
         self._count(counted, dead)
+        if tallies:
+            self.metrics.minutes.rang(now_ms, tallies)
         return sum(len(ids) for ids in dead.values())
 
     def _count(self, counted: Counter[tuple[str, str]], dead: dict[str, list[int]]) -> None:

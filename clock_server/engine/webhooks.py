@@ -171,7 +171,7 @@ class WebhookDispatcher:
                 sent_at_s=now_ms / 1000,
             )
             outcome = self.sender.send(request)
-        self.recorder.add(Answer(call, now_ms, outcome))
+        self.recorder.add(Answer(call, now_ms, outcome, self.clock.now_ms()))
 
     def _slots(self, policy: ApplicationPolicy) -> int:
         return policy.webhook_max_in_flight or self.max_in_flight

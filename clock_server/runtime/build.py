@@ -17,6 +17,7 @@ from clock_server.deadline import Deadline
 from clock_server.delivery.sender_port import WebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.maintenance import Maintenance, RetentionPurge
+from clock_server.engine.stats_writer import StatsWriter
 from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
 from clock_server.runtime.build_api import build_services
@@ -26,6 +27,7 @@ from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_database
 from clock_server.store.db_tls import check_connection
+from clock_server.store.minute_stats import SqlMinuteStats
 from clock_server.store.ports import ApplicationPolicies
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
@@ -60,6 +62,7 @@ class Runtime:
     publisher: StartingPublisher | None
     maintenance: Maintenance
     express_publisher: StartingPublisher | None = None
+    stats: StatsWriter | None = None  # writes the per-minute statistics
 
     def start(self) -> None:
         for publisher in (self.publisher, self.express_publisher):
@@ -68,6 +71,8 @@ class Runtime:
         if self.engine is not None:
             self.engine.start()
         self.maintenance.start()
+        if self.stats is not None:
+            self.stats.start()
 
     def stop(self, deadline: Deadline | None = None) -> None:
         """Stop claiming, hand claims back, let the ring batches finish, close the broker
@@ -82,6 +87,8 @@ class Runtime:
                 publisher.close(deadline.remaining_s())
         if self.engine is not None:
             self.engine.finish(deadline)
+        if self.stats is not None:
+            self.stats.stop(min(deadline.remaining_s(), 1.0))
         self.store.close()
         log.info("stopped", extra={"action": "server_stopped"})
 
@@ -178,7 +185,8 @@ def compose(
         )
         app = create_app(services)
     maintenance = build_maintenance(settings, store, clock, metrics)
-    return Runtime(settings, store, app, engine, publisher, maintenance, express_publisher)
+    stats = StatsWriter(metrics.minutes, SqlMinuteStats(store), clock)
+    return Runtime(settings, store, app, engine, publisher, maintenance, express_publisher, stats)
 
 
 def amqp_publishers(settings: Settings, metrics: Metrics) -> tuple[AmqpPublisher, AmqpPublisher]:
@@ -238,14 +246,17 @@ def build_web(
     broker: HealthSource,
     loops: LoopSource | None = None,
     tokens: TokenTable | LiveTokens | None = None,
-) -> tuple[WsgiApp, AlarmStore]:
+) -> tuple[WsgiApp, AlarmStore, StatsWriter]:
     """The HTTP side alone, for a web worker process: its own pool, the engine elsewhere
-    (`broker` and `loops` say how it is; no `loops`: /livez answers for this process alone).
-    The tokens are read from the settings unless given."""
+    (`broker` and `loops` say how it is; no `loops`: /livez answers for this process alone),
+    and the writer of its per-minute statistics, to start. The tokens are read from the
+    settings unless given."""
     if tokens is None:
         tokens = load_tokens(settings.tokens, settings.tokens_file)
     store = AlarmStore(open_database(settings.database_url, settings.db_pool_size))
+    clock, metrics = SystemClock(), Metrics()
     services = build_services(
-        settings, store, SystemClock(), Metrics(), notifier, broker, tokens, loops=loops
+        settings, store, clock, metrics, notifier, broker, tokens, loops=loops
     )
-    return create_app(services), store
+    stats = StatsWriter(metrics.minutes, SqlMinuteStats(store), clock)
+    return create_app(services), store, stats

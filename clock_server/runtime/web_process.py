@@ -43,7 +43,9 @@ def main() -> int:
     status = EngineStatusFile(Path(os.environ["CLOCK_WORKER_STATUS_FILE"]), clock)
     tokens = LiveTokens(load_tokens(settings.tokens, settings.tokens_file))
     reloads = TokenReloads(settings.tokens_file, tokens)
-    app, store = build_web(settings, notifier=notifier, broker=status, loops=status, tokens=tokens)
+    app, store, stats = build_web(
+        settings, notifier=notifier, broker=status, loops=status, tokens=tokens
+    )
     server = create_http_server(app, settings, sockets=[listener])
     freeze_startup_objects()
 
@@ -60,9 +62,11 @@ def main() -> int:
         # point waits for the handler instead of ending the process.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
         reloads.start()
+        stats.start()
         server.run()  # returns once SIGTERM has ended its loop and its requests
         reloads.stop()
         server.close()
+        stats.stop()
         store.close()
     return 0
 

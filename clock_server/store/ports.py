@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
 
+from clock_server.minute_stats import Key, MinuteCounts
 from clock_server.model import (
     NOT_CONFIRMED,
     ApplicationPolicy,
@@ -231,4 +232,18 @@ class DeadLetterOutbox(Protocol):
 
     def remove(self, letter_ids: Sequence[int]) -> None:
         """Forget letters the broker has confirmed."""
+        ...
+
+
+class MinuteStatsSink(Protocol):
+    """Where a process adds the per-minute statistics it counted (`clock_minute_stats`)."""
+
+    def add(self, counts: Mapping[Key, MinuteCounts]) -> None:
+        """Add `counts` to the shared rows, all or nothing; raises Unavailable when the
+        database is out."""
+        ...
+
+    def purge_before(self, minute_ms: int, batch: int) -> int:
+        """Delete a short transaction's worth (about `batch` rows) of the minutes before
+        `minute_ms`; how many rows went (0: none are left)."""
         ...

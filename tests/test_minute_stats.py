@@ -1,0 +1,185 @@
+"""The per-minute statistics: the percentile of merged buckets, the in-memory tally, its writer
+on the fake clock against SQLite and MariaDB, two writers adding up, and the
+engine and the API counting what they do."""
+
+from __future__ import annotations
+
+import pytest
+
+from clock_server.engine.stats_writer import StatsWriter
+from clock_server.errors import Unavailable
+from clock_server.minute_stats import (
+    BUCKETS,
+    MINUTE_MS,
+    Key,
+    MinuteCounts,
+    MinuteTally,
+    RingTally,
+    bucket_of,
+    quantile,
+)
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.db import open_database
+from clock_server.store.minute_stats import SqlMinuteStats
+from clock_server.testing import SettableClock
+from tests.harness import ServiceHarness
+
+MINUTE = 1_764_300_000_000
+DAY_MS = 86_400_000
+
+
+def histogram(**by_bucket: int) -> list[int]:
+    """Counts per bucket, named by index: histogram(b3=2) counts 2 in the fourth bucket."""
+    counts = [0] * BUCKETS
+    for name, count in by_bucket.items():
+        counts[int(name[1:])] = count
+    return counts
+
+
+@pytest.mark.parametrize(
+    ("q", "counts", "expected"),
+    [
+        (0.5, histogram(), None),  # nothing counted
+        (0.5, histogram(b0=10), 0.5),  # (0, 1]: linear from 0
+        (0.99, histogram(b0=100), 0.99),
+        (0.5, histogram(b3=4), 7.5),  # (5, 10], half-way
+        (0.25, histogram(b3=4), 6.25),
+        (1.0, histogram(b3=4), 10.0),
+        (0.5, histogram(b0=1, b9=1), 1.0),  # the rank falls at the end of the first bucket
+        (0.75, histogram(b0=1, b9=1), 750.0),  # (500, 1000], half-way
+        (0.5, histogram(b16=3), 300_000.0),  # the unbounded bucket: its lower bound
+        (0.99, histogram(b2=99, b16=1), 5.0),
+    ],
+)
+def test_the_quantile_is_linear_within_its_bucket(q: float, counts: list[int], expected):
+    assert quantile(q, counts) == expected
+
+
+@pytest.mark.parametrize(
+    ("lateness_ms", "bucket"), [(0, 0), (1, 0), (2, 1), (3, 2), (10, 3), (11, 4), (300_001, 16)]
+)
+def test_a_lateness_counts_in_the_bucket_of_its_upper_bound(lateness_ms: int, bucket: int):
+    assert bucket_of(lateness_ms) == bucket
+
+
+def test_the_tally_adds_by_minute_and_application_and_starts_over_when_taken():
+    tally = MinuteTally()
+    tally.created(MINUTE + 5, {"a": 2, "b": 0})
+    tally.created(MINUTE + MINUTE_MS - 1, {"a": 1})
+    tally.rang(MINUTE + MINUTE_MS, {"a": RingTally(2, 1, [3, 700]), "b": RingTally(0, 4, [])})
+    taken = tally.take()
+    assert sorted(taken) == [(MINUTE, "a"), (MINUTE + MINUTE_MS, "a"), (MINUTE + MINUTE_MS, "b")]
+    assert taken[MINUTE, "a"].created == 3
+    late = taken[MINUTE + MINUTE_MS, "a"]
+    assert (late.rung, late.failed, late.lateness_sum_ms) == (2, 1, 703)
+    assert late.lateness == histogram(b2=1, b9=1)
+    assert taken[MINUTE + MINUTE_MS, "b"].failed == 4
+    assert tally.take() == {}
+
+
+def test_what_a_failed_write_gives_back_is_kept_bounded_oldest_dropped_first():
+    tally = MinuteTally(max_keys=2)
+    tally.created(MINUTE, {"a": 1})
+    taken = tally.take()
+    tally.created(MINUTE, {"a": 2})
+    tally.created(MINUTE + MINUTE_MS, {"a": 5})
+    tally.created(MINUTE + 2 * MINUTE_MS, {"a": 7})
+    assert tally.give_back(taken) == 1
+    kept = tally.take()
+    assert {key: one.created for key, one in kept.items()} == {
+        (MINUTE + MINUTE_MS, "a"): 5,
+        (MINUTE + 2 * MINUTE_MS, "a"): 7,
+    }
+
+
+def rows_of(store: AlarmStore, applications=None) -> dict[Key, MinuteCounts]:
+    rows = SqlMinuteStats(store).read(MINUTE - DAY_MS * 30, MINUTE + DAY_MS, applications)
+    return {(row.minute, row.application): row.counts for row in rows}
+
+
+def test_two_writers_add_up_in_the_shared_rows(store: AlarmStore, db_url: str):
+    clock = SettableClock(MINUTE + 1_000)
+    other = AlarmStore(open_database(db_url))
+    try:
+        first, second = MinuteTally(), MinuteTally()
+        first.created(clock.now_ms(), {"a": 3})
+        first.rang(clock.now_ms(), {"a": RingTally(2, 0, [4, 40])})
+        second.created(clock.now_ms(), {"a": 4, "b": 1})
+        second.rang(clock.now_ms(), {"a": RingTally(1, 2, [4])})
+        StatsWriter(first, SqlMinuteStats(store), clock).run_once()
+        StatsWriter(second, SqlMinuteStats(other), clock).run_once()
+        StatsWriter(first, SqlMinuteStats(store), clock).run_once()  # nothing new: no change
+        found = rows_of(store)
+    finally:
+        other.close()
+    a = found[MINUTE, "a"]
+    assert (a.created, a.rung, a.failed, a.lateness_sum_ms) == (7, 3, 2, 48)
+    assert a.lateness == histogram(b2=2, b5=1)
+    assert found[MINUTE, "b"].created == 1
+    assert set(rows_of(store, ["b"])) == {(MINUTE, "b")}
+
+
+class RefusingSink:
+    def __init__(self) -> None:
+        self.refuse = True
+        self.added: list[dict[Key, MinuteCounts]] = []
+
+    def add(self, counts) -> None:
+        if self.refuse:
+            raise Unavailable("database unavailable: down")
+        self.added.append(dict(counts))
+
+    def purge_before(self, minute_ms: int, batch: int) -> int:
+        return 0
+
+
+def test_a_refused_write_keeps_its_counts_for_the_next():
+    clock = SettableClock(MINUTE)
+    tally, sink = MinuteTally(), RefusingSink()
+    writer = StatsWriter(tally, sink, clock, interval_s=5)
+    tally.created(clock.now_ms(), {"a": 3})
+    assert writer.run_once() == 5
+    clock.advance(5_000)
+    tally.created(clock.now_ms(), {"a": 1})
+    sink.refuse = False
+    writer.run_once()
+    assert [{key: one.created for key, one in added.items()} for added in sink.added] == [
+        {(MINUTE, "a"): 4}
+    ]
+
+
+def test_the_writer_writes_what_is_left_when_stopped(store: AlarmStore):
+    clock = SettableClock(MINUTE)
+    tally = MinuteTally()
+    writer = StatsWriter(tally, SqlMinuteStats(store), clock, interval_s=3600)
+    writer.start()
+    tally.created(clock.now_ms(), {"late": 2})
+    writer.stop()
+    assert rows_of(store)[MINUTE, "late"].created == 2
+
+
+def test_the_engine_and_the_api_count_creates_rings_failures_and_lateness(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    fake_clock.set(MINUTE + 1_000)
+    harness = ServiceHarness(store, fake_clock, tokens="")
+    body = {"application": "shop", "target_ring_at": MINUTE + 2_000, "payload": "p"}
+    assert (
+        harness.call("POST", "/v1/alarms", json={**body, "business_id": "one"}).status_code == 201
+    )
+    batch = {"alarms": [{**body, "business_id": f"b{n}"} for n in range(3)]}
+    assert harness.call("POST", "/v1/alarms/batch", json=batch).status_code == 200
+    expiring = {**body, "business_id": "late", "latest_ring_at": MINUTE + 2_000}
+    assert harness.call("POST", "/v1/alarms", json=expiring).status_code == 201
+    fake_clock.set(MINUTE + 2_000 + 5_000)  # past the cutoff of "late"; 5 s late for the rest
+    harness.step()
+    harness.runtime.stats.run_once()
+    found = rows_of(store)[MINUTE, "shop"]
+    assert (found.created, found.rung, found.failed) == (5, 4, 1)
+    assert found.lateness == histogram(b11=4)  # (2000, 5000] ms
+    assert found.lateness_sum_ms == 4 * 5_000
+    assert (
+        harness.call("POST", "/v1/alarms", json={**body, "business_id": "one"}).status_code == 200
+    )
+    harness.runtime.stats.run_once()
+    assert rows_of(store)[MINUTE, "shop"].created == 5  # a repeated create creates nothing
