@@ -97,6 +97,7 @@ class Settings:
     retention_days: float = 30.0
     purge_interval_s: float = 60.0
     purge_batch: int = 1_000
+    stats_retention_days: float = 14.0  # the per-minute statistics (clock_minute_stats)
     webhook_timeout_s: float = 10.0  # an application's own webhook_timeout_s overrides these
     webhook_max_in_flight: int = 16
     webhook_allow_private: bool = False  # loopback, private and link-local targets allowed
@@ -140,6 +141,7 @@ class Settings:
             "retention_days",
             "purge_interval_s",
             "purge_batch",
+            "stats_retention_days",
             "webhook_timeout_s",
             "webhook_max_in_flight",
             "pull_visibility_s",

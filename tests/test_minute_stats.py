@@ -1,13 +1,14 @@
 """The per-minute statistics: the percentile of merged buckets, the in-memory tally, its writer
-on the fake clock against SQLite and MariaDB, two writers adding up, and the
+and the purge on the fake clock against SQLite and MariaDB, two writers adding up, and the
 engine and the API counting what they do."""
 
 from __future__ import annotations
 
 import pytest
 
+from clock_server.engine.stats_purge import STATS_PURGE_JOB, StatsPurge
 from clock_server.engine.stats_writer import StatsWriter
-from clock_server.errors import Unavailable
+from clock_server.errors import ConfigError, Unavailable
 from clock_server.minute_stats import (
     BUCKETS,
     MINUTE_MS,
@@ -18,9 +19,12 @@ from clock_server.minute_stats import (
     bucket_of,
     quantile,
 )
+from clock_server.runtime.build import build
+from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_database
 from clock_server.store.minute_stats import SqlMinuteStats
+from clock_server.store.purge import SqlJobLease
 from clock_server.testing import SettableClock
 from tests.harness import ServiceHarness
 
@@ -158,6 +162,41 @@ def test_the_writer_writes_what_is_left_when_stopped(store: AlarmStore):
     assert rows_of(store)[MINUTE, "late"].created == 2
 
 
+def test_the_purge_deletes_minutes_past_the_retention_under_its_lease(store: AlarmStore):
+    clock = SettableClock(MINUTE + 30_000)
+    stats = SqlMinuteStats(store)
+    old, edge, kept = MINUTE - 15 * DAY_MS, MINUTE - 14 * DAY_MS, MINUTE - 14 * DAY_MS + MINUTE_MS
+    stats.add(
+        {
+            (old, "a"): MinuteCounts(created=1),
+            (old, "b"): MinuteCounts(created=1),
+            (old + MINUTE_MS, "a"): MinuteCounts(created=1),
+            (edge, "a"): MinuteCounts(created=1),
+            (kept, "a"): MinuteCounts(created=1),
+            (MINUTE, "a"): MinuteCounts(created=1),
+        }
+    )
+
+    def purge(owner: str) -> StatsPurge:
+        return StatsPurge(
+            stats,
+            SqlJobLease(store),
+            clock,
+            owner=owner,
+            retention_days=14,
+            interval_s=60,
+            batch=1,
+        )
+
+    assert purge("server-a").run() == 3  # one row a transaction, a minute going whole
+    assert sorted(rows_of(store)) == [(edge, "a"), (kept, "a"), (MINUTE, "a")]
+    assert SqlJobLease(store).holder(STATS_PURGE_JOB) == ("server-a", clock.now_ms() + 120_000)
+    assert purge("server-b").run() is None  # another server holds the lease
+    clock.advance(DAY_MS)
+    assert purge("server-b").run() == 2
+    assert sorted(rows_of(store)) == [(MINUTE, "a")]
+
+
 def test_the_engine_and_the_api_count_creates_rings_failures_and_lateness(
     store: AlarmStore, fake_clock: SettableClock
 ):
@@ -183,3 +222,34 @@ def test_the_engine_and_the_api_count_creates_rings_failures_and_lateness(
     )
     harness.runtime.stats.run_once()
     assert rows_of(store)[MINUTE, "shop"].created == 5  # a repeated create creates nothing
+
+
+def test_the_statistics_retention_is_a_positive_setting():
+    assert Settings.from_env({}).stats_retention_days == 14
+    assert Settings.from_env({"CLOCK_STATS_RETENTION_DAYS": "2.5"}).stats_retention_days == 2.5
+    for bad in ("0", "-1", "soon"):
+        with pytest.raises(ConfigError) as refused:
+            Settings.from_env({"CLOCK_STATS_RETENTION_DAYS": bad})
+        assert refused.value.field == "stats_retention_days"
+
+
+def test_the_maintenance_schedules_the_statistics_purge_from_the_settings(sqlite_url: str):
+    settings = Settings(
+        database_url=sqlite_url,
+        run_engine=False,
+        instance_id="host-1",
+        stats_retention_days=3,
+        purge_interval_s=120,
+    )
+    runtime = build(settings, clock=SettableClock(), serve_http=False)
+    try:
+        purge = runtime.maintenance.stats_purge
+        assert purge is not None
+        assert (purge.owner, purge.retention_ms, purge.interval_s) == ("host-1", 3 * DAY_MS, 120)
+        runtime.maintenance.start()
+        scheduler = runtime.maintenance._scheduler
+        assert scheduler is not None
+        assert STATS_PURGE_JOB in {job.id for job in scheduler.get_jobs()}
+    finally:
+        runtime.maintenance.stop()
+        runtime.store.close()

@@ -1,5 +1,6 @@
 """Periodic maintenance jobs on an APScheduler background scheduler: the backlog gauge, the
-requeue of pull messages whose application left the pull channel, and the retention purge."""
+requeue of pull messages whose application left the pull channel, the retention purge, and
+the per-minute statistics' purge."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from clock_server.engine.stats_purge import STATS_PURGE_JOB, StatsPurge
 from clock_server.metrics import Metrics
 from clock_server.model import CANCELLED, DEAD, EXPIRED, RUNG
 from clock_server.store.ports import BacklogCounter, FinishedAlarmPurger, JobLease, PullRequeue
@@ -30,6 +32,7 @@ class Maintenance:
         interval_s: float = 15.0,
         purge: RetentionPurge | None = None,
         requeue: PullRequeue | None = None,
+        stats_purge: StatsPurge | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -37,6 +40,7 @@ class Maintenance:
         self.interval_s = interval_s
         self.purge = purge
         self.requeue = requeue
+        self.stats_purge = stats_purge
         self._scheduler: BackgroundScheduler | None = None
 
     def start(self) -> None:
@@ -48,6 +52,8 @@ class Maintenance:
             jobs.append((self.requeue_left_pull, self.interval_s, "requeue_left_pull"))
         if self.purge is not None:
             jobs.append((self.purge_finished, self.purge.interval_s, PURGE_JOB))
+        if self.stats_purge is not None:
+            jobs.append((self.purge_stats, self.stats_purge.interval_s, STATS_PURGE_JOB))
         for job, seconds, name in jobs:
             # One run at a time; runs missed while one was running are not made up.
             self._scheduler.add_job(
@@ -103,6 +109,16 @@ class Maintenance:
             return self.purge.run()
         except Exception:
             log.exception("the retention purge failed", extra={"action": "maintenance_error"})
+            return -1
+
+    def purge_stats(self) -> int | None:
+        """One run of the statistics' purge: rows deleted, None when another server holds
+        its lease, -1 when the database failed under it."""
+        assert self.stats_purge is not None
+        try:
+            return self.stats_purge.run()
+        except Exception:
+            log.exception("the statistics' purge failed", extra={"action": "maintenance_error"})
             return -1
 
 

@@ -17,6 +17,7 @@ from clock_server.deadline import Deadline
 from clock_server.delivery.sender_port import WebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.maintenance import Maintenance, RetentionPurge
+from clock_server.engine.stats_purge import StatsPurge
 from clock_server.engine.stats_writer import StatsWriter
 from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
@@ -212,7 +213,7 @@ def build_maintenance(
     settings: Settings, store: AlarmStore, clock: Clock, metrics: Metrics
 ) -> Maintenance:
     """The periodic jobs: the backlog gauge, the requeue of pull messages, the retention
-    purge."""
+    purge, the statistics' purge."""
     purge = RetentionPurge(
         SqlFinishedAlarmPurger(store),
         SqlJobLease(store),
@@ -223,7 +224,22 @@ def build_maintenance(
         interval_s=settings.purge_interval_s,
         batch=settings.purge_batch,
     )
-    return Maintenance(store, clock, metrics, purge=purge, requeue=SqlPullRequeue(store))
+    stats_purge = StatsPurge(
+        SqlMinuteStats(store),
+        SqlJobLease(store),
+        clock,
+        owner=settings.instance_id,
+        retention_days=settings.stats_retention_days,
+        interval_s=settings.purge_interval_s,
+    )
+    return Maintenance(
+        store,
+        clock,
+        metrics,
+        purge=purge,
+        requeue=SqlPullRequeue(store),
+        stats_purge=stats_purge,
+    )
 
 
 def check_secrets_open(secrets: StoredSecrets) -> None:
