@@ -1,5 +1,6 @@
 """GET /v1/overview and the store behind it: counts that stop at their cap, alarms due soon,
-the lateness of the latest rings, and who may read it. On SQLite and MariaDB."""
+the pull consumers' time from due to ack, the engine's lateness from the per-minute
+statistics, and who may read it. On SQLite and MariaDB."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ from typing import Any
 from clock_server.api import create_app
 from clock_server.api.tokens import load_tokens
 from clock_server.metrics import Metrics
-from clock_server.model import NewAlarm
+from clock_server.minute_stats import BUCKETS, MINUTE_MS, MinuteCounts, bucket_of, minute_of
+from clock_server.model import PULL, ApplicationPolicy, NewAlarm
 from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
+from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
+from clock_server.store.minute_stats import SqlMinuteStats
 from clock_server.store.overview import CappedCount, OverviewReader
+from clock_server.store.secret_box import SecretBox
 from clock_server.testing import SettableClock
 
 NOW = 1_700_000_000_000
@@ -30,9 +35,11 @@ def add(store: AlarmStore, application: str, count: int, due_ms: int) -> list[in
     return [alarm.id for alarm, _ in made]
 
 
-def ring(store: AlarmStore, late_ms: list[int], target_ms: int) -> None:
-    """Ring `len(late_ms)` alarms due at `target_ms`, each that late."""
-    ids = add(store, "rung", len(late_ms), target_ms)
+def ring(
+    store: AlarmStore, late_ms: list[int], target_ms: int, application: str = "pulled"
+) -> None:
+    """Ring `len(late_ms)` alarms of `application` due at `target_ms`, each that late."""
+    ids = add(store, application, len(late_ms), target_ms)
     claims = SqlClaimStore(store)
     claims.claim_due(target_ms, target_ms + 1, 1_000, now_ms=target_ms)
     with claims.ring_transaction() as tx:
@@ -57,14 +64,45 @@ def test_counts_stop_at_their_cap(store: AlarmStore):
     assert exact.due_within == {5_000: CappedCount(0, False), 10_001: CappedCount(5, False)}
 
 
-def test_lateness_of_the_latest_rings_within_the_window(store: AlarmStore):
+def test_pull_acks_of_the_latest_rings_within_the_window(store: AlarmStore):
+    registry = SqlApplicationRegistry(store, SecretBox.from_setting(""))
+    registry.put(ApplicationPolicy(name="pulled", channel=PULL), NOW)
     ring(store, [5] * 98 + [40, 900], NOW - 1_000)
     ring(store, [60_000], NOW - 400_000)  # rung before the window
-    found = OverviewReader(store).read(NOW, [], 300_000).lateness
+    ring(store, [7_000], NOW - 2_000, application="published")  # not a pull application
+    found = OverviewReader(store).read(NOW, [], 300_000).pull_ack
     assert (found.sample, found.p50_ms, found.p99_ms, found.max_ms) == (100, 5, 40, 900)
-    sampled = OverviewReader(store, lateness_sample=10).read(NOW, [], 300_000).lateness
+    sampled = OverviewReader(store, lateness_sample=10).read(NOW, [], 300_000).pull_ack
     assert sampled.sample == 10
-    assert OverviewReader(store).read(NOW, [], 50).lateness.p50_ms is None  # finished at NOW - 100
+    assert OverviewReader(store).read(NOW, [], 50).pull_ack.p50_ms is None  # finished at NOW - 100
+
+
+def test_the_overview_lateness_is_the_engine_s_from_the_last_minutes(store: AlarmStore):
+    late = MinuteCounts(rung=100, lateness=[0] * BUCKETS)
+    late.lateness[bucket_of(4)] = 98  # (2, 5]
+    late.lateness[bucket_of(800)] = 2  # (500, 1000]
+    minute = minute_of(NOW)
+    SqlMinuteStats(store).add(
+        {
+            (minute, "a"): late,
+            (minute - 4 * MINUTE_MS, "b"): MinuteCounts(rung=0, lateness=[0] * BUCKETS),
+            (minute - 5 * MINUTE_MS, "b"): MinuteCounts(rung=5, lateness=[0] * 16 + [5]),
+        }
+    )
+    client = create_app(build_services(Settings(), store, SettableClock(NOW), Metrics()))
+    body = client.test_client().get("/v1/overview").get_json()
+    assert body["lateness"]["window_ms"] == 300_000
+    assert body["lateness"]["sample"] == 100
+    assert 2 < body["lateness"]["p50_ms"] <= 5
+    assert 500 < body["lateness"]["p99_ms"] <= 1000
+    assert body["lateness"]["max_ms"] == 1000
+    assert body["pull_ack"] == {
+        "window_ms": 300_000,
+        "sample": 0,
+        "p50_ms": None,
+        "p99_ms": None,
+        "max_ms": None,
+    }
 
 
 def test_the_overview_needs_a_token_of_every_application(store: AlarmStore):

@@ -2,9 +2,11 @@
 
 InnoDB counts rows one by one, so an exact COUNT(*) over millions of alarms takes seconds.
 Every count here is capped instead: it reads at most `cap` index entries (a LIMITed
-subquery) and says when it stopped there, which the console shows as "at least". Lateness
-is read from the latest rings only: a rung alarm's next_try_time is its ring time, so the
-(status, next_try_time) index lists the rings of the last minutes, newest first.
+subquery) and says when it stopped there, which the console shows as "at least". The pull
+consumers' time from due to ack is read from the latest rings only: a rung alarm's
+next_try_time is its ring time (a pulled one's, its ack), so the (status, next_try_time)
+index lists the rings of the last minutes, newest first. The engine's lateness is in the
+per-minute statistics (store/minute_stats.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, func, select
 
-from clock_server.model import DEAD, PENDING, RUNG, STATUSES
+from clock_server.model import DEAD, PENDING, PULL, RUNG, STATUSES
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.schema import alarm_table, application_table
 from clock_server.store.sql import translate_errors
@@ -35,7 +37,8 @@ class CappedCount:
 
 @dataclass(frozen=True)
 class Lateness:
-    """How late the latest rings of a window were (rung_at - target_ring_at), in ms."""
+    """How late the latest rings of a window were (rung_at - target_ring_at), in ms: for
+    alarms of pull applications, from due to the pull consumer's ack."""
 
     window_ms: int
     sample: int  # rings read: the latest ones in the window, at most the sample cap
@@ -46,13 +49,14 @@ class Lateness:
 
 @dataclass(frozen=True)
 class Overview:
-    """Counts by status, by application (pending and dead), due soon, and lateness."""
+    """Counts by status, by application (pending and dead), due soon, and the pull
+    consumers' time from due to ack."""
 
     by_status: dict[str, CappedCount]
     by_application: dict[str, dict[str, CappedCount]]
     overdue: CappedCount
     due_within: dict[int, CappedCount]  # pending alarms due from now to now + the key (ms)
-    lateness: Lateness
+    pull_ack: Lateness
 
 
 class OverviewReader:
@@ -103,8 +107,8 @@ class OverviewReader:
                 }
                 for name in self.applications(conn)
             }
-            lateness = self._lateness(conn, now_ms, lateness_window_ms)
-        return Overview(by_status, by_application, overdue, due_within, lateness)
+            pull_ack = self._pull_ack(conn, now_ms, lateness_window_ms)
+        return Overview(by_status, by_application, overdue, due_within, pull_ack)
 
     def applications(self, conn: Connection) -> list[str]:
         """The registered applications and those with alarms, by name, at most
@@ -123,7 +127,8 @@ class OverviewReader:
         found = int(conn.execute(counted).scalar_one())
         return CappedCount(min(found, cap), found > cap)
 
-    def _lateness(self, conn: Connection, now_ms: int, window_ms: int) -> Lateness:
+    def _pull_ack(self, conn: Connection, now_ms: int, window_ms: int) -> Lateness:
+        pulled = select(application_table.c.name).where(application_table.c.channel == PULL)
         query = (
             select(_C.rung_at - _C.target_ring_at)
             .where(
@@ -131,6 +136,7 @@ class OverviewReader:
                     _C.status == RUNG,
                     _C.next_try_time >= now_ms - window_ms,
                     _C.next_try_time <= now_ms,
+                    _C.application.in_(pulled),
                 )
             )
             .order_by(_C.next_try_time.desc())

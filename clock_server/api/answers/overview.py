@@ -40,7 +40,20 @@ class ApplicationOverview(TypedDict):
 
 
 class Lateness(TypedDict):
-    """rung_at - target_ring_at of the latest rings within window_ms."""
+    """The engine's lateness (due time to published, webhook 2xx answer or pull hand-off)
+    over the last window_ms, from the per-minute statistics: percentiles from the merged
+    buckets, max_ms the upper bound of the highest bucket counted."""
+
+    window_ms: int
+    sample: Count
+    p50_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+
+
+class PullAck(TypedDict):
+    """rung_at - target_ring_at of the latest rings of pull applications within window_ms:
+    from due to the pull consumer's ack."""
 
     window_ms: int
     sample: Count
@@ -76,4 +89,5 @@ class Overview(TypedDict):
     due: list[DueCount]
     by_application: list[ApplicationOverview]
     lateness: Lateness
+    pull_ack: PullAck
     health: OverviewHealth

@@ -12,6 +12,15 @@ from clock_server.api.health_gauges import count_beating
 from clock_server.api.routes import services
 from clock_server.api.services import Services
 from clock_server.errors import Forbidden, Unavailable
+from clock_server.minute_stats import (
+    BUCKETS,
+    LATENESS_BOUNDS_MS,
+    MINUTE_MS,
+    MinuteCounts,
+    minute_of,
+    quantile,
+)
+from clock_server.store.minute_stats import SqlMinuteStats
 from clock_server.store.overview import Overview, OverviewReader
 
 overview = Blueprint("overview", __name__)
@@ -39,13 +48,14 @@ def get_overview() -> Response:
             "count_cap": reader.cap,
             "application_count_cap": reader.application_cap,
             **_counts_json(found),
+            "lateness": _engine_lateness(svc, now_ms),
             "health": _health(svc, now_ms),
         }
     )
 
 
 def _counts_json(found: Overview) -> dict[str, Any]:
-    late = found.lateness
+    late = found.pull_ack
     return {
         "by_status": {status: count.to_json() for status, count in found.by_status.items()},
         "overdue": found.overdue.to_json(),
@@ -56,7 +66,7 @@ def _counts_json(found: Overview) -> dict[str, Any]:
             {"application": name, **{status: c.to_json() for status, c in counts.items()}}
             for name, counts in found.by_application.items()
         ],
-        "lateness": {
+        "pull_ack": {
             "window_ms": late.window_ms,
             "sample": late.sample,
             "p50_ms": late.p50_ms,
@@ -64,6 +74,30 @@ def _counts_json(found: Overview) -> dict[str, Any]:
             "max_ms": late.max_ms,
         },
     }
+
+
+def _engine_lateness(svc: Services, now_ms: int) -> dict[str, Any]:
+    """The engine's lateness over the last LATENESS_WINDOW_MS, the current minute included,
+    from every process's per-minute statistics."""
+    to_ms = minute_of(now_ms) + MINUTE_MS
+    rows = SqlMinuteStats(svc.store).read(to_ms - LATENESS_WINDOW_MS, to_ms)
+    merged = MinuteCounts()
+    for row in rows:
+        merged.add(row.counts)
+    counts = merged.lateness
+    highest = max((i for i, count in enumerate(counts) if count), default=None)
+    top = None if highest is None else LATENESS_BOUNDS_MS[min(highest, BUCKETS - 2)]
+    return {
+        "window_ms": LATENESS_WINDOW_MS,
+        "sample": sum(counts),
+        "p50_ms": _rounded(quantile(0.5, counts)),
+        "p99_ms": _rounded(quantile(0.99, counts)),
+        "max_ms": None if top is None else float(top),
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def _health(svc: Services, now_ms: int) -> dict[str, Any]:
