@@ -34,6 +34,7 @@ from clock_client import (
     Consumer,
     Forbidden,
     NotFound,
+    StatsMinute,
     Unauthorized,
     Unavailable,
     ValidationError,
@@ -411,6 +412,45 @@ def test_overview_and_whoami_are_typed(
     canned.reply(200, {"authenticated": True, "applications": ["a", "b"], "read_only": True})
     assert client.whoami() == WhoAmI(True, ("a", "b"), True)
     assert [r.path for r in canned.requests] == ["/v1/overview", "/v1/whoami"]
+    canned.reply(200, _overview_json(pull_ack={"window_ms": 300_000, "sample": 2, "p50_ms": 9}))
+    assert client.overview().pull_ack["p50_ms"] == 9
+
+
+def test_stats_are_typed_and_ask_for_their_minutes_and_application(
+    canned: CannedServer, make_client: Callable[..., ClockClient]
+) -> None:
+    client = make_client(canned.base_url, retries=0)
+    minute = {
+        "minute": T0,
+        "created": 12,
+        "rung": 11,
+        "failed": 1,
+        "creates_per_s": 0.2,
+        "rings_per_s": 0.183,
+        "lateness_p50_ms": 2.1,
+        "lateness_p99_ms": None,
+    }
+    answer = {
+        "minute_ms": 60_000,
+        "from": T0,
+        "to": T0 + 60_000,
+        "applications": ["orders"],
+        "series": {"*": [minute], "orders": [minute]},
+    }
+    canned.reply(200, answer)
+    stats = client.stats(minutes=1, application="orders")
+    assert (stats.minute_ms, stats.from_ms, stats.to_ms) == (60_000, T0, T0 + 60_000)
+    assert stats.applications == ("orders",)
+    assert stats.series["orders"] == (StatsMinute(T0, 12, 11, 1, 0.2, 0.183, 2.1, None),)
+    canned.reply(200, {**answer, "series": {"*": [{"minute": T0}]}})
+    with pytest.raises(ClockError) as malformed:
+        client.stats()
+    assert malformed.value.code == "bad_response"
+    assert [r.path for r in canned.requests] == ["/v1/stats", "/v1/stats"]
+    assert [r.query for r in canned.requests] == [
+        {"minutes": ["1"], "application": ["orders"]},
+        {"minutes": ["60"]},
+    ]
 
 
 @pytest.mark.parametrize(
