@@ -15,6 +15,7 @@ from sqlalchemy import delete
 from clock_server.api.long_polls import LongPollSlots
 from clock_server.engine.maintenance import Maintenance
 from clock_server.errors import RateLimited
+from clock_server.minute_stats import minute_of
 from clock_server.model import ApplicationPolicy, NewAlarm
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
@@ -118,6 +119,10 @@ def test_a_message_unacked_past_its_retries_is_dead_with_a_dead_letter(harness: 
         (alarm_id, 3, NOT_ACKED, ends[2])
     ]
     assert h.metric("clock_alarms_dead_total") == 1
+    # The per-minute statistics: handed to pullers once (rung), dead at the last lease.
+    counted = h.metrics.minutes.take()
+    assert counted[minute_of(NOW + 1_000), APP].rung == 1
+    assert counted[minute_of(ends[2]), APP].failed == 1
     with h.store.db.begin() as conn:
         conn.execute(delete(dead_letter_table).where(dead_letter_table.c.business_id == key))
 

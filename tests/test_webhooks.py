@@ -223,6 +223,11 @@ def test_a_500_is_retried_with_backoff_and_the_same_webhook_id(harness: Harness)
     events = AlarmHistory(h.store).events("hooks", "order-2")
     failed = [e.detail["error"] for e in events if e.kind == "attempt_failed"]
     assert failed == ["HTTP 500", "HTTP 502"]
+    # The per-minute statistics: two failed attempts and one ring, counted when answered
+    # (the ring batches' hand-offs count nothing), with the lateness of the ring.
+    counted = [one for (_, app), one in h.metrics.minutes.take().items() if app == "hooks"]
+    assert [sum(getattr(one, name) for one in counted) for name in ("rung", "failed")] == [1, 2]
+    assert sum(sum(one.lateness) for one in counted) == 1
 
 
 def test_a_redriven_alarm_is_a_delivery_of_its_own_webhook_id(store: AlarmStore, fake_clock):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import cast
 
@@ -20,6 +21,7 @@ from clock_server.api.services import Services
 from clock_server.api.validation import check_application
 from clock_server.errors import Conflict
 from clock_server.metrics import Metrics
+from clock_server.minute_stats import RingTally
 from clock_server.model import PULL, ApplicationPolicy
 from clock_server.store.pulls import Leased, RetryLimits, SqlPullQueue
 
@@ -50,8 +52,9 @@ def pull(application: str) -> Response:
         queue.lease, application, body.max, visibility_ms=int(visibility_s * 1000),
         retry=RetryLimits(retry_max), max_bytes=svc.settings.page_max_bytes,
     )  # fmt: skip
-    leased = lease(now_ms=svc.clock.now_ms())
-    _count(svc.metrics, application, leased)
+    now_ms = svc.clock.now_ms()
+    leased = lease(now_ms=now_ms)
+    _count(svc.metrics, application, leased, now_ms)
     if not leased.messages and body.wait_s > 0:
         with svc.long_polls.waiting(application):
             leased = _wait_for_messages(svc, application, lease, body.wait_s)
@@ -94,8 +97,9 @@ def _wait_for_messages(
         if left_s <= 0:
             return Leased()
         time.sleep(min(svc.settings.pull_poll_ms / 1000, left_s))
-        leased = lease(now_ms=svc.clock.now_ms())
-        _count(svc.metrics, application, leased)
+        now_ms = svc.clock.now_ms()
+        leased = lease(now_ms=now_ms)
+        _count(svc.metrics, application, leased, now_ms)
         if leased.messages:
             return leased
 
@@ -113,7 +117,12 @@ def _pull_policy(svc: Services, application: str) -> ApplicationPolicy:
     return policy
 
 
-def _count(metrics: Metrics, application: str, leased: Leased) -> None:
+def _count(metrics: Metrics, application: str, leased: Leased, now_ms: int) -> None:
+    """Count what a lease did; the alarms it found expired or dead are failures of the
+    per-minute statistics."""
     Metrics.count(metrics.pulled, {application: len(leased.messages)})
     Metrics.count(metrics.expired, leased.expired)
     Metrics.count(metrics.dead, leased.dead)
+    failed = Counter(leased.expired) + Counter(leased.dead)
+    if failed:
+        metrics.minutes.rang(now_ms, {name: RingTally(failed=n) for name, n in failed.items()})

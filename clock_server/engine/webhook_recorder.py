@@ -90,9 +90,10 @@ class WebhookRecorder:
             return None
         # The registry is read before the transaction, as a ring batch does.
         retries = {a.call.row.application: self.retry_for(a.call.row.application) for a in batch}
+        tallies: dict[str, RingTally] = defaultdict(RingTally)  # the per-minute statistics
         try:
             with self.claims.delivery_transaction() as tx:
-                died = self._record(tx, batch, retries)
+                died = self._record(tx, batch, retries, tallies)
         except Unavailable as error:
             log.warning(
                 "could not record %d webhook answers: %s; trying again",
@@ -103,14 +104,21 @@ class WebhookRecorder:
             with self._lock:
                 self._answers[:0] = batch
             return DB_RETRY_S
+        if tallies:  # counted once committed: a refused batch is recorded again
+            self.metrics.minutes.rang(self.clock.now_ms(), tallies)
         if died and self.on_dead is not None:
             self.on_dead()
         return 0.0 if self.waiting else None
 
     def _record(
-        self, tx: RingTransaction, batch: list[Answer], retries: dict[str, RetryPolicy]
+        self,
+        tx: RingTransaction,
+        batch: list[Answer],
+        retries: dict[str, RetryPolicy],
+        tallies: dict[str, RingTally],
     ) -> int:
-        """Record `batch` in `tx`; returns how many alarms died."""
+        """Record `batch` in `tx`, counting the per-minute statistics in `tallies`; returns
+        how many alarms died."""
         claims = [
             Claim(a.sent_at, a.call.row.id, a.call.version, a.call.row.application) for a in batch
         ]
@@ -121,7 +129,6 @@ class WebhookRecorder:
         retried: dict[str, list[tuple[int, int]]] = defaultdict(list)  # by error
         dead: dict[str, list[int]] = defaultdict(list)  # by error
         counted: Counter[tuple[str, str]] = Counter()  # (application, what happened)
-        tallies: dict[str, RingTally] = defaultdict(RingTally)  # the per-minute statistics
         for answer in batch:
             row, outcome = answer.call.row, answer.outcome
             if row.id not in live:
@@ -155,8 +162,6 @@ class WebhookRecorder:
         for error, ids in dead.items():
             tx.mark_dead(ids, now_ms, error)
         self._count(counted, dead)
-        if tallies:
-            self.metrics.minutes.rang(now_ms, tallies)
         return sum(len(ids) for ids in dead.values())
 
     def _count(self, counted: Counter[tuple[str, str]], dead: dict[str, list[int]]) -> None:
