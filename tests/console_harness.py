@@ -89,6 +89,8 @@ class ConsoleServer:
         engine.liveness.run_once()
         engine.preloader.run_once()
         settle(engine, self.clock)
+        if self.runtime.stats is not None:  # as its thread does every few seconds
+            self.runtime.stats.run_once()
 
     def close(self) -> None:
         with _channel() as channel:
