@@ -77,3 +77,8 @@ export function query(params) {
 export function alarmPath(application, businessId, suffix = "") {
   return `/v1/alarms/${encodeURIComponent(application)}/${encodeURIComponent(businessId)}${suffix}`;
 }
+
+// Per-minute statistics of the last `minutes`, of every application the token may see.
+export function stats(minutes, application) {
+  return call("GET", `/v1/stats${query({ minutes, application })}`);
+}
