@@ -1,18 +1,49 @@
-// Overview: health, counts by status and by application, alarms due soon, recent lateness.
+// Overview: health, the last hour in charts, counts by status and by application, alarms
+// due soon, and lateness; read again every few seconds until paused.
 
-import { call } from "./api.js";
-import { capped, cell, duration, el, table, timeCell } from "./dom.js";
+import { call, stats } from "./api.js";
+import { capped, cell, duration, el, replace, table, time, timeCell } from "./dom.js";
+import { Refresher } from "./refresh.js";
+import { statsCharts } from "./stats_charts.js";
 
 const STATUSES = ["pending", "delivering", "rung", "cancelled", "expired", "dead"];
+const REFRESH_MS = 5000;
+const STATS_MINUTES = 60;
 
 export async function overviewPage() {
-  const data = await call("GET", "/v1/overview");
+  const body = el("div", { id: "overview-body" });
+  const state = el("span", { id: "refresh-state", class: "muted", role: "status" });
+  const toggle = el("button", { type: "button", id: "refresh-toggle", "aria-pressed": "false" }, "Pause");
+  const root = el("div", { id: "overview" }, el("h1", {}, "Overview"), el("div", { class: "actions", id: "refresh" }, toggle, state), body);
+  const refresher = new Refresher(root, REFRESH_MS, () => read(body), (now) => {
+    replace(toggle, now.paused ? "Resume" : "Pause");
+    toggle.setAttribute("aria-pressed", String(now.paused));
+    root.dataset.refreshing = now.paused ? "paused" : "on";
+    replace(state, stateText(now));
+  });
+  toggle.addEventListener("click", () => refresher.toggle());
+  (await read(body))();
+  refresher.start();
+  refresher.report();
+  return root;
+}
+
+function stateText({ paused, lastAt, error }) {
+  const read = `read at ${time(lastAt).slice(11, 19)} UTC`;
+  if (error) return `Could not read again (${error.message}); showing what was ${read}.`;
+  return paused ? `Paused; ${read}.` : `Every ${REFRESH_MS / 1000} s while this tab is shown; ${read}.`;
+}
+
+// Both readings, then a function that shows them.
+async function read(body) {
+  const [data, last] = await Promise.all([call("GET", "/v1/overview"), stats(STATS_MINUTES).catch((error) => ({ error }))]);
+  return () => replace(body, sections(data, last));
+}
+
+function sections(data, last) {
   const h = data.health;
   const late = data.lateness;
-  return el(
-    "div",
-    { id: "overview" },
-    el("h1", {}, "Overview"),
+  return [
     el("h2", {}, "Health"),
     el(
       "div",
@@ -30,6 +61,8 @@ export async function overviewPage() {
           { id: "engines" },
         )
       : el("p", { class: "muted" }, "No engine is registered."),
+    el("h2", {}, "The last hour"),
+    statsCharts(last),
     el("h2", {}, "Alarms by status"),
     el(
       "div",
@@ -43,15 +76,12 @@ export async function overviewPage() {
       card("Overdue", capped(data.overdue), "overdue"),
       data.due.map((d) => card(`Due within ${duration(d.within_ms)}`, capped(d), `due-${d.within_ms}`)),
     ),
-    el("h2", {}, `Lateness of the latest rings (last ${duration(late.window_ms)})`),
-    el(
-      "div",
-      { class: "cards", id: "lateness" },
-      card("p50", duration(late.p50_ms), "p50"),
-      card("p99", duration(late.p99_ms), "p99"),
-      card("max", duration(late.max_ms), "max"),
-      card("rings read", late.sample.toLocaleString("en-US"), "sample"),
-    ),
+    el("h2", {}, `Lateness of rings (last ${duration(late.window_ms)})`),
+    el("p", { class: "muted" }, "The engine's: from the due time to the broker's confirm, the webhook's 2xx answer or the pull hand-off."),
+    lateness(late, "lateness", ""),
+    el("h2", {}, pullTitle(data.pull_ack)),
+    el("p", { class: "muted" }, "The pull consumers': from the due time to their ack, read from the alarms acked last."),
+    lateness(data.pull_ack, "pull-ack", "pull-", "acks read"),
     el("h2", {}, "By application"),
     table(
       ["application", "pending", "dead"],
@@ -73,6 +103,22 @@ export async function overviewPage() {
       timeCell(data.now).textContent,
       ".",
     ),
+  ];
+}
+
+function pullTitle(ack) {
+  return ack ? `Pull consumers' time to ack (last ${duration(ack.window_ms)})` : "Pull consumers' time to ack";
+}
+
+function lateness(late, id, prefix, sampleLabel = "rings read") {
+  const known = late || { sample: 0, p50_ms: null, p99_ms: null, max_ms: null };
+  return el(
+    "div",
+    { class: "cards", id },
+    card("p50", duration(known.p50_ms), `${prefix}p50`),
+    card("p99", duration(known.p99_ms), `${prefix}p99`),
+    card("max", duration(known.max_ms), `${prefix}max`),
+    card(sampleLabel, late ? known.sample.toLocaleString("en-US") : "–", `${prefix}sample`),
   );
 }
 
