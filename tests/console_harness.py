@@ -81,11 +81,12 @@ class ConsoleServer:
         self.queues.append(queue)
 
     def step(self, to_ms: int | None = None) -> None:
-        """Move the clock to `to_ms` and let the engine beat, claim and ring what is due."""
+        """Move the clock to `to_ms`, let the engine beat, claim and ring what is due, and
+        write the per-minute statistics counted so far."""
         if to_ms is not None:
             self.clock.set(to_ms)
         engine = self.runtime.engine
-        assert engine is not None
+        assert engine is not None and self.runtime.stats is not None
         engine.liveness.run_once()
         engine.preloader.run_once()
         settle(engine, self.clock)
