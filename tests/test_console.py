@@ -2,14 +2,16 @@
 page and action of /console, served by a whole clock server on MariaDB and RabbitMQ, and
 checks what each page shows. Keys and payloads hold HTML, <script> and right-to-left text.
 
-Each page is saved as a screenshot (in a temporary folder, or CLOCK_CONSOLE_SCREENSHOTS);
-docs/console/ keeps the overview and an alarm's detail from such a run."""
+Each page is saved as a screenshot in a temporary folder, or in CLOCK_CONSOLE_SCREENSHOTS:
+`CLOCK_CONSOLE_SCREENSHOTS=docs/console` regenerates the documentation's screenshots."""
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +40,44 @@ HOSTILE = {
 }
 
 
+CHARTS = [
+    ("throughput", "rings_per_s"),
+    ("throughput", "creates_per_s"),
+    ("lateness", "lateness_p50_ms"),
+    ("lateness", "lateness_p99_ms"),
+    ("failed", "failed"),
+]
+HISTORY_MINUTES = 20
+# Orders rung in each of the minutes before NOW, none in some, for the charts.
+HISTORY = [(m * 7) % 5 * 8 for m in range(HISTORY_MINUTES)]
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[ConsoleServer]:
     # Webhooks may go to a receiver on this machine; a reverse proxy in front is trusted to
     # say the path it serves the server under.
-    with console_server(NOW, webhook_allow_private=True, trusted_proxy_hops=1) as clock:
+    start = NOW - HISTORY_MINUTES * MIN
+    with console_server(start, webhook_allow_private=True, trusted_proxy_hops=1) as clock:
+        seed_history(clock)
         seed(clock)
         yield clock
+
+
+def seed_history(s: ConsoleServer) -> None:
+    """Orders created and rung in each minute before NOW, up to a second late."""
+    s.bind("orders")
+    for m, count in enumerate(HISTORY):
+        start = NOW - (HISTORY_MINUTES - m) * MIN
+        s.step(start)
+        for n in range(count):
+            s.create("orders", f"h-{m:02d}-{n}", "history", target_ring_at=start + n * 25)
+        s.step(start + 1000)
+    s.step(NOW)
 
 
 def seed(s: ConsoleServer) -> None:
     """60 pending orders, three with hostile keys, one rung; a billing alarm moved, failed
     twice and dead; two flaky alarms expired."""
-    s.bind("orders")
     for n in range(60):
         s.create("orders", f"o-{n:02d}", f"payload {n}", target_ring_at=NOW + 10 * MIN + n * 1000)
     for business_id, payload in HOSTILE.items():
@@ -131,14 +158,15 @@ def test_login_then_overview(page: Page, server: ConsoleServer, shots: Path):
     expect(page.locator("#card-live-engines .value")).to_have_text("1")
     expect(page.locator("#engines tbody tr")).to_have_count(1)
     statuses = {
-        "pending": "63", "delivering": "0", "rung": "1", "cancelled": "0", "expired": "2",
-        "dead": "1",
+        "pending": "63", "delivering": "0", "rung": str(1 + sum(HISTORY)), "cancelled": "0",
+        "expired": "2", "dead": "1",
     }  # fmt: skip
     for status, count in statuses.items():
         expect(page.locator(f"#card-status-{status} .value")).to_have_text(count)
     expect(page.locator("#card-overdue .value")).to_have_text("0")
-    expect(page.locator("#card-sample .value")).to_have_text("1")
-    expect(page.locator("#card-p99 .value")).to_have_text("1 ms")  # within its (0, 1] bucket
+    late = server.api("GET", "/v1/overview")["lateness"]
+    expect(page.locator("#card-sample .value")).to_have_text(f"{late['sample']:,}")
+    expect(page.locator("#card-p99 .value")).to_have_text(re.compile(r"^\d+(\.\d)? m?s$"))
     orders = page.locator("#by-application tr[data-application=orders] td")
     expect(orders).to_have_text(["orders", "63", "0"])
     expect(page.locator("#by-application tr[data-application=billing] td")).to_have_text(
@@ -153,6 +181,71 @@ def test_login_then_overview(page: Page, server: ConsoleServer, shots: Path):
     page.click("#logout")
     expect(page.locator("#login")).to_be_visible()
     assert page.evaluate("sessionStorage.length") == 0
+
+
+def chart_line(page: Page, application: str, kind: str, series: str) -> Any:
+    group = page.locator(f'#stats .chart-group[data-application="{application}"]')
+    return group.locator(f"figure[data-chart={kind}] path.line[data-series={series}]")
+
+
+def test_the_overview_charts_the_last_hour(page: Page, server: ConsoleServer):
+    login(page, server)
+    groups = page.locator("#stats .chart-group")
+    expect(groups.locator("h3")).to_contain_text(["All applications", "orders"])
+    for application in ("*", "orders"):
+        for kind, series in CHARTS:
+            line = chart_line(page, application, kind, series)
+            expect(line).to_have_attribute("d", re.compile(r"^M[\d.]+,[\d.]+L"))
+    stats = server.api("GET", "/v1/stats?minutes=60&application=orders")["series"]["orders"]
+    assert sum(minute["rung"] for minute in stats) == 1 + sum(HISTORY)
+    columns = page.locator('#stats .chart-group[data-application="*"] rect.hover')
+    expect(columns).to_have_count(3 * len(stats))  # a tooltip per minute in each chart
+    lateness = chart_line(page, "orders", "lateness", "lateness_p99_ms").get_attribute("d")
+    assert lateness is not None and lateness.count("M") > 1, "minutes without rings leave gaps"
+    failed_total = chart_line(page, "*", "failed", "failed").get_attribute("d")
+    failed_orders = chart_line(page, "orders", "failed", "failed").get_attribute("d")
+    assert failed_total != failed_orders  # billing's failed attempts and flaky's expiries
+
+
+def test_the_overview_refreshes_until_paused(page: Page, server: ConsoleServer):
+    page.clock.install()
+    page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=1))
+    stats_read: list[str] = []
+    page.on("request", lambda r: stats_read.append(r.url) if "/v1/stats" in r.url else None)
+    login(page, server)
+    rung = page.locator("#card-status-rung .value")
+    rings = chart_line(page, "orders", "throughput", "rings_per_s")
+    expect(rings).to_have_attribute("d", re.compile("L"))
+    before = (rung.inner_text(), rings.get_attribute("d"))
+
+    ring_more(server, "refresh", 30)
+    page.clock.run_for(5_000)
+    expect(rung).not_to_have_text(before[0])
+    expect(rings).not_to_have_attribute("d", before[1] or "")
+    expect(page.locator("#refresh-state")).to_contain_text("Every 5 s")
+
+    page.click("#refresh-toggle")
+    expect(page.locator("#refresh-toggle")).to_have_text("Resume")
+    expect(page.locator("#refresh-state")).to_contain_text("Paused")
+    paused = (rung.inner_text(), rings.get_attribute("d"), len(stats_read))
+    ring_more(server, "paused", 20)
+    page.clock.run_for(60_000)
+    page.evaluate("fetch('/console/static/api.js').then((r) => r.text())")  # a round trip
+    assert (rung.inner_text(), rings.get_attribute("d"), len(stats_read)) == paused
+
+    page.click("#refresh-toggle")
+    expect(page.locator("#refresh-toggle")).to_have_text("Pause")
+    page.clock.run_for(1)
+    expect(rung).not_to_have_text(paused[0])
+
+
+def ring_more(server: ConsoleServer, prefix: str, count: int) -> None:
+    """`count` orders created and rung now, on the server's clock."""
+    now = server.clock.now_ms()
+    for n in range(count):
+        server.create("orders", f"{prefix}-{n}", "more", target_ring_at=now + 100 + n)
+    server.step(now + 200)
+    assert server.api("GET", f"/v1/alarms/orders/{prefix}-{count - 1}")["status"] == "rung"
 
 
 def test_applications_are_listed_and_edited(page: Page, server: ConsoleServer, shots: Path):
