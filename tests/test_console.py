@@ -644,3 +644,23 @@ def test_the_console_works_behind_a_reverse_proxy_under_a_path_prefix(
         assert asked and all(url.startswith(f"{proxy}/clock/") for url in asked), asked
         assert any("/clock/v1/overview" in url for url in asked)
         assert any("/clock/console/static/main.js" in url for url in asked)
+
+
+def test_the_pull_consumers_time_to_ack_is_shown_apart(page: Page, server: ConsoleServer):
+    server.api("PUT", "/v1/applications/jobs", json={"channel": "pull"})
+    server.step(server.clock.now_ms() + 3000)  # the engine reads the registry again
+    due = server.clock.now_ms() + 100
+    server.create("jobs", "job-1", "work", target_ring_at=due)
+    server.step(due)  # handed to the pullers
+    pulled = server.api("POST", "/v1/applications/jobs/pull", json={"max": 10})["messages"]
+    assert len(pulled) == 1
+    server.clock.set(due + 250)
+    acked = server.api("POST", "/v1/applications/jobs/ack", json={"ids": [pulled[0]["id"]]})
+    assert len(acked["acked"]) == 1
+    server.step()
+    login(page, server)
+    expect(page.locator("#pull-ack-title")).to_contain_text("Pull consumers' time to ack")
+    expect(page.locator("#card-pull-sample .value")).to_have_text("1")
+    expect(page.locator("#card-pull-p50 .value")).to_have_text("250 ms")
+    expect(page.locator("#card-p50 .value")).not_to_have_text("250 ms")  # the engine's
+    expect(page.locator('#stats .chart-group[data-application="jobs"]')).to_be_visible()

@@ -77,11 +77,11 @@ function sections(data, last) {
       data.due.map((d) => card(`Due within ${duration(d.within_ms)}`, capped(d), `due-${d.within_ms}`)),
     ),
     el("h2", {}, `Lateness of rings (last ${duration(late.window_ms)})`),
-    el("p", { class: "muted" }, "The engine's: from the due time to the broker's confirm, the webhook's 2xx answer or the pull hand-off."),
-    lateness(late, "lateness", ""),
-    el("h2", {}, pullTitle(data.pull_ack)),
+    el("p", { class: "muted" }, "The engine's, from the per-minute statistics: from the due time to the broker's confirm, the webhook's 2xx answer or the pull hand-off."),
+    lateness(late, "lateness", "", "rings counted", "highest bucket"),
+    el("h2", { id: "pull-ack-title" }, pullTitle(data.pull_ack)),
     el("p", { class: "muted" }, "The pull consumers': from the due time to their ack, read from the alarms acked last."),
-    lateness(data.pull_ack, "pull-ack", "pull-", "acks read"),
+    lateness(data.pull_ack, "pull-ack", "pull-", "acks read", "max"),
     el("h2", {}, "By application"),
     table(
       ["application", "pending", "dead"],
@@ -110,14 +110,14 @@ function pullTitle(ack) {
   return ack ? `Pull consumers' time to ack (last ${duration(ack.window_ms)})` : "Pull consumers' time to ack";
 }
 
-function lateness(late, id, prefix, sampleLabel = "rings read") {
+function lateness(late, id, prefix, sampleLabel, maxLabel) {
   const known = late || { sample: 0, p50_ms: null, p99_ms: null, max_ms: null };
   return el(
     "div",
     { class: "cards", id },
     card("p50", duration(known.p50_ms), `${prefix}p50`),
     card("p99", duration(known.p99_ms), `${prefix}p99`),
-    card("max", duration(known.max_ms), `${prefix}max`),
+    card(maxLabel, duration(known.max_ms), `${prefix}max`),
     card(sampleLabel, late ? known.sample.toLocaleString("en-US") : "–", `${prefix}sample`),
   );
 }
