@@ -239,6 +239,32 @@ def test_the_overview_refreshes_until_paused(page: Page, server: ConsoleServer):
     expect(rung).not_to_have_text(paused[0])
 
 
+HIDE_TAB = """hidden => {
+  Object.defineProperty(document, "hidden", { configurable: true, get: () => hidden });
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+def test_the_overview_is_not_read_while_its_tab_is_hidden(page: Page, server: ConsoleServer):
+    page.clock.install()
+    page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=1))
+    stats_read: list[str] = []
+    page.on("request", lambda r: stats_read.append(r.url) if "/v1/stats" in r.url else None)
+    login(page, server)
+    rung = page.locator("#card-status-rung .value")
+    expect(page.locator("#refresh-state")).to_contain_text("Every 5 s")
+    page.evaluate(HIDE_TAB, True)
+    hidden = (rung.inner_text(), len(stats_read))
+    ring_more(server, "hidden", 10)
+    page.clock.run_for(60_000)
+    page.evaluate("fetch('/console/static/api.js').then((r) => r.text())")  # a round trip
+    assert (rung.inner_text(), len(stats_read)) == hidden
+
+    page.evaluate(HIDE_TAB, False)
+    page.clock.run_for(1)
+    expect(rung).not_to_have_text(hidden[0])  # read again as soon as it is shown
+
+
 def ring_more(server: ConsoleServer, prefix: str, count: int) -> None:
     """`count` orders created and rung now, on the server's clock."""
     now = server.clock.now_ms()
