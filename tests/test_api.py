@@ -1315,6 +1315,7 @@ def test_openapi_documents_every_route_the_app_serves(api) -> None:
         "/v1/applications/{application}/pull",
         "/v1/applications/{application}/ack",
         "/v1/overview",
+        "/v1/stats",
         "/v1/whoami",
         *PROBES,
         "/metrics",

@@ -700,6 +700,8 @@ ROUTES: list[tuple[str, str, Any, str, bool]] = [
     ("POST", "/v1/alarms/redrive", {}, "admin", False),
     ("POST", "/v1/alarms/cancel", {"application": "nothing"}, "admin", False),
     ("GET", "/v1/overview", None, "admin", True),
+    ("GET", "/v1/stats?application=orders", None, "app", True),
+    ("GET", "/v1/stats", None, "any", True),
     ("POST", "/v1/applications/orders/pull", {}, "app", False),
     ("POST", "/v1/applications/orders/ack", {"ids": ["1"]}, "app", False),
 ]

@@ -314,6 +314,7 @@ _TEMPLATES = [
     (re.compile(r"/v1/applications/[^/]+/ack"), f"{APP}/ack"),
     (re.compile(r"/v1/applications/[^/]+"), APP),
     (re.compile(r"/v1/overview"), "/v1/overview"),
+    (re.compile(r"/v1/stats"), "/v1/stats"),
     (re.compile(r"/v1/whoami"), "/v1/whoami"),
     (re.compile(r"/healthz"), "/healthz"),
     (re.compile(r"/livez"), "/livez"),
