@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from clock_server.api.tokens import load_tokens
+from clock_server.deadline import Deadline
 from clock_server.runtime.build import Runtime, build
 from clock_server.runtime.http_server import create_http_server
 from clock_server.settings import Settings
@@ -143,6 +144,8 @@ def console_server(now_ms: int, **overrides: Any) -> Iterator[ConsoleServer]:
             console.close()
             stop_waitress(server, thread)
             runtime.engine.liveness.leave()
+            if runtime.engine.webhooks is not None:  # its calls' watchdog and connections
+                runtime.engine.webhooks.close(Deadline(5))
             runtime.publisher.close(5)
             runtime.store.close()
             delete_exchange(exchange)
