@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import bisect
 import os
+import resource
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -43,7 +45,33 @@ _CONFIRM_BUCKETS_S = (0.0005, *_LATENESS_BUCKETS_S[:13])
 _PRELOAD_BUCKETS_S = _LATENESS_BUCKETS_S[:13]
 
 
+# A webhook call: a local endpoint answers in milliseconds, a slow one takes its timeout.
+_CALL_BUCKETS_S = _LATENESS_BUCKETS_S[:14]
+
 EXPOSITION_CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+OTHER = "other"  # the `application` label of every application not in the registry
+# The loops and periodic jobs whose caught exceptions clock_loop_errors_total counts.
+LOOPS = (
+    "preload",
+    "ring",
+    "ring_batch",
+    "liveness",
+    "dead_letters",
+    "webhook_answers",
+    "webhook_call",
+    "backlog",
+    "pull_requeue",
+    "purge",
+)
+
+
+def application_label(application: str, registered: Callable[[str], bool] | None) -> str:
+    """The `application` label of a metric whose series must stay bounded: a registered
+    application's own name, `other` for any other; every name while no registry is known."""
+    if registered is None or registered(application):
+        return application
+    return OTHER
 
 
 def exposition(registry: CollectorRegistry) -> bytes:
@@ -53,6 +81,16 @@ def exposition(registry: CollectorRegistry) -> bytes:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
     return generate_latest(registry)
+
+
+def resident_bytes() -> int:
+    """This process's resident memory: /proc/self/statm's second field, in pages."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):  # not Linux: the peak, which is all there is
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def forget_process(pid: int) -> None:
@@ -113,10 +151,59 @@ class Metrics:
         )
         self.webhook_calls = Counter(
             "clock_webhook_calls",
-            "Webhook calls by their answer: 2xx (rung), 3xx, 4xx, 5xx, or error (no answer: a "
-            "timeout, a refused connection, a refused address)",
+            "Webhook calls by their answer: 2xx (rung), 3xx, 4xx, 5xx; or with no answer: "
+            "timeout, refused (the connection or the address), error (any other failure)",
             ["application", "outcome"],
             registry=r,
+        )
+        self.webhook_call_duration = Histogram(
+            "clock_webhook_call_seconds",
+            "How long each webhook call took, answered or not",
+            ["application"],
+            buckets=_CALL_BUCKETS_S,
+            registry=r,
+        )
+        self.pull_waiting = Gauge(
+            "clock_pull_messages_waiting",
+            "Pull messages ready and not leased, per registered pull application (set when "
+            "/metrics is scraped)",
+            ["application"],
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+        self.pull_oldest = Gauge(
+            "clock_pull_oldest_waiting_seconds",
+            "How long the oldest pull message ready and not leased has waited, 0 when none "
+            "(set when /metrics is scraped)",
+            ["application"],
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+        self.loop_errors = Counter(
+            "clock_loop_errors",
+            "Exceptions caught in one of the engine's loops or periodic jobs",
+            ["loop"],
+            registry=r,
+        )
+        for loop in LOOPS:
+            self.loop_errors.labels(loop)
+        # Each process writes its own series. Shared between processes, prometheus_client
+        # adds the `pid` label of the file a value comes from ("liveall"); alone, this does.
+        self._pid_label = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+        labels = ["kind", "pid"] if self._pid_label else ["kind"]
+        self.process_cpu = Gauge(
+            "clock_process_cpu_seconds_total",
+            "CPU time (user and system) this process has used, by process kind and pid",
+            labels,
+            registry=r,
+            multiprocess_mode="liveall",
+        )
+        self.process_memory = Gauge(
+            "clock_process_resident_memory_bytes",
+            "Resident memory of this process, by process kind and pid",
+            labels,
+            registry=r,
+            multiprocess_mode="liveall",
         )
         self.pulled = Counter(
             "clock_pull_messages_leased",
@@ -211,7 +298,9 @@ class Metrics:
         )
         self.lateness = Histogram(
             "clock_ring_lateness_seconds",
-            "Publish time minus due time",
+            "Publish time (amqp), call start (webhook) or the moment the message is ready "
+            "(pull) minus due time",
+            ["application", "channel"],
             buckets=_LATENESS_BUCKETS_S,
             registry=r,
         )
@@ -236,6 +325,16 @@ class Metrics:
             multiprocess_mode="livemostrecent",
         )
         self._pending_applications: set[str] = set()
+        self._pull_applications: set[str] = set()
+        self.registered: Callable[[str], bool] | None = None
+
+    def use_registry(self, registered: Callable[[str], bool]) -> None:
+        """Name an application in the bounded labels only when `registered` says it is."""
+        self.registered = registered
+
+    def label(self, application: str) -> str:
+        """The bounded `application` label (`application_label`)."""
+        return application_label(application, self.registered)
 
     @staticmethod
     def count(counter: Counter, applications: Iterable[str] | Mapping[str, int]) -> None:
@@ -265,16 +364,58 @@ class Metrics:
             self.pending.labels(application).set(count)
         self._pending_applications |= pending.keys()
 
-    def observe_lateness(self, seconds: Sequence[float]) -> None:
-        """Record a ring batch's lateness values: one update per bucket touched, not per alarm.
+    def set_pull_waiting(self, waiting: Mapping[str, tuple[int, float]]) -> None:
+        """Each pull application's (messages waiting, seconds the oldest has waited); one this
+        process showed before and `waiting` leaves out has none."""
+        for application in self._pull_applications - waiting.keys():
+            self.pull_waiting.labels(application).set(0)
+            self.pull_oldest.labels(application).set(0)
+        for application, (count, oldest_s) in waiting.items():
+            self.pull_waiting.labels(application).set(count)
+            self.pull_oldest.labels(application).set(oldest_s)
+        self._pull_applications |= waiting.keys()
 
-        In multiprocess mode every histogram update writes a memory-mapped file under a lock;
-        per alarm that showed in the burst profile. Falls back to one observe() per value if
-        prometheus_client's histogram ever changes shape.
-        """
-        if not seconds:
-            return
-        histogram = self.lateness
+    def record_process(self, kind: str) -> None:
+        """This process's CPU time and resident memory now, under its kind and pid."""
+        times = os.times()
+        labels = (kind, str(os.getpid())) if self._pid_label else (kind,)
+        self.process_cpu.labels(*labels).set(times.user + times.system)
+        self.process_memory.labels(*labels).set(resident_bytes())
+
+    def loop_error(self, loop: str) -> None:
+        """An exception was caught in `loop`, one of LOOPS."""
+        self.loop_errors.labels(loop).inc()
+
+    def observe_webhook_calls(self, calls: Iterable[tuple[str, str, float | None]]) -> None:
+        """Webhook calls recorded together, (application, outcome, seconds it took or None
+        when no call was made) each: one update per label set and bucket touched."""
+        outcomes: Tally[tuple[str, str]] = Tally()
+        durations: dict[str, list[float]] = defaultdict(list)
+        for application, outcome, seconds in calls:
+            label = self.label(application)
+            outcomes[label, outcome] += 1
+            if seconds is not None:
+                durations[label].append(seconds)
+        for (application, outcome), count in outcomes.items():
+            self.webhook_calls.labels(application, outcome).inc(count)
+        for application, values in durations.items():
+            self._observe_many(self.webhook_call_duration.labels(application), values)
+
+    def observe_lateness(self, lateness: Iterable[tuple[str, str, float]]) -> None:
+        """Record a ring batch's lateness, (application, channel, seconds) per alarm, under
+        each application's bounded label: one update per bucket touched and label set, not
+        per alarm."""
+        grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for application, channel, seconds in lateness:
+            grouped[self.label(application), channel].append(seconds)
+        for (application, channel), values in grouped.items():
+            self._observe_many(self.lateness.labels(application, channel), values)
+
+    @staticmethod
+    def _observe_many(histogram: Histogram, seconds: Sequence[float]) -> None:
+        """In multiprocess mode every histogram update writes a memory-mapped file under a
+        lock; per alarm that showed in the burst profile. Falls back to one observe() per
+        value if prometheus_client's histogram ever changes shape."""
         bounds = getattr(histogram, "_upper_bounds", None)
         buckets = getattr(histogram, "_buckets", None)
         total = getattr(histogram, "_sum", None)

@@ -27,6 +27,26 @@ class WebhookOutcome(NamedTuple):
     retry_after_ms: int | None  # a 429's or 503's Retry-After, capped at one hour; else None
 
 
+# The start of a failed call's `error` when its deadline passed, and those of a connection
+# or an address refused: webhook_sender writes them, `call_outcome` reads them.
+TIMED_OUT = "timed out"
+REFUSED = ("connection refused", "refused:")
+
+
+def call_outcome(outcome: WebhookOutcome) -> str:
+    """How a call ended, in a few values: 2xx, 3xx, 4xx, 5xx for an answer; with no answer,
+    timeout (the call's deadline passed), refused (the connection, or an address not
+    allowed) or error (any other failure)."""
+    if outcome.status is not None:
+        return f"{outcome.status // 100}xx"
+    error = outcome.error or ""
+    if error.startswith(TIMED_OUT):
+        return "timeout"
+    if error.startswith(REFUSED):
+        return "refused"
+    return "error"
+
+
 class WebhookSender(Protocol):
     """Makes one signed POST per call; safe to call from many threads at once."""
 

@@ -48,7 +48,7 @@ from urllib3.util import parse_url
 from clock_server.delivery.call_deadline import CLOSED, Call, CallDeadlines
 from clock_server.delivery.name_lookups import NameLookups
 from clock_server.delivery.retry_after import retry_after_ms
-from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
+from clock_server.delivery.sender_port import REFUSED, TIMED_OUT, WebhookOutcome, WebhookRequest
 from clock_server.delivery.webhook_connections import (
     CURRENT_CALL,
     CURRENT_LOOKUPS,
@@ -242,7 +242,7 @@ def _failed(error: str) -> WebhookOutcome:
 
 
 def _timed_out(call: Call) -> str:
-    return f"timed out after {call.timeout_s:g} s ({call.step})"
+    return f"{TIMED_OUT} after {call.timeout_s:g} s ({call.step})"
 
 
 def _describe(error: Exception, call: Call, host: str = "?") -> str:
@@ -260,7 +260,7 @@ def _describe(error: Exception, call: Call, host: str = "?") -> str:
     if isinstance(error, NewConnectionError):
         cause = error.__cause__
         if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
+            return REFUSED[0]
         return f"cannot connect: {_detail(cause or error)}"
     if isinstance(error, (Urllib3TimeoutError, EmptyPoolError)) or isinstance(inner, TimeoutError):
         return _timed_out(call)

@@ -79,8 +79,10 @@ class StepLoop:
         waker: Waker,
         idle_s: float = 1.0,
         error_pause_s: float = 1.0,
+        on_error: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
+        self.on_error = on_error  # told of each exception a step raised
         self.step = step
         self.waker = waker
         self.idle_s = idle_s
@@ -120,12 +122,17 @@ class StepLoop:
                 wait_s = self.step()
             except ClockError as error:
                 log.warning("%s step failed: %s", self.name, error, extra={"action": "step_failed"})
-                wait_s = self.error_pause_s
+                wait_s = self._failed()
             except Exception:
                 log.exception("%s step failed", self.name, extra={"action": "worker_error"})
-                wait_s = self.error_pause_s
+                wait_s = self._failed()
             if wait_s is None:
                 wait_s = self.idle_s
             if wait_s > 0 and not self._stopping.is_set():
                 self._beat_ms = clock.now_ms() + wait_ms(wait_s)
                 self.waker.wait(wait_s)
+
+    def _failed(self) -> float:
+        if self.on_error is not None:
+            self.on_error()
+        return self.error_pause_s

@@ -76,6 +76,7 @@ class Maintenance:
             overdue = self.store.count_overdue(self.clock.now_ms() - OVERDUE_GRACE_MS)
         except Exception:
             log.exception("could not measure the backlog", extra={"action": "maintenance_error"})
+            self.metrics.loop_error("backlog")
             return -1
         self.metrics.overdue.set(overdue)
         if overdue:
@@ -92,6 +93,7 @@ class Maintenance:
             requeued = self.requeue.requeue_left_pull(self.clock.now_ms())
         except Exception:
             log.exception("could not requeue pull messages", extra={"action": "maintenance_error"})
+            self.metrics.loop_error("pull_requeue")
             return {}
         if requeued:
             log.warning(
@@ -109,6 +111,7 @@ class Maintenance:
             return self.purge.run()
         except Exception:
             log.exception("the retention purge failed", extra={"action": "maintenance_error"})
+            self.metrics.loop_error("purge")
             return -1
 
     def purge_stats(self) -> int | None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.metrics import Metrics
 from clock_server.minute_stats import RingTally
-from clock_server.model import NOT_CONFIRMED, RingRow
+from clock_server.model import AMQP, NOT_CONFIRMED, PULL, RingRow
 from clock_server.store.ports import RingTransaction
 from clock_server.timesource import Clock
 
@@ -60,10 +60,12 @@ class Outcomes:
         due_at: dict[int, int],
         retries_of: dict[str, RetryPolicy],
         webhooks: Collection[str] = (),
+        channel_of: Mapping[str, str] | None = None,
     ) -> int:
         """Mark each confirmed row rung, each refused one retried or dead and each of
         `expired` expired; `handed` were given to a webhook or to pullers for a moment each
-        (their lateness is the engine's until then, or until now if later). Returns how many
+        (their lateness is the engine's until then, or until now if later), by their
+        application's channel in `channel_of` (pull when not named there). Returns how many
         alarms died.
 
         The per-minute statistics count a pull row as rung when handed; a row of an
@@ -77,11 +79,14 @@ class Outcomes:
         dead_of: list[str] = []
         retries: list[tuple[int, int]] = []
         tallies: dict[str, RingTally] = {}
-        lateness_s: list[float] = []
+        lateness_s: list[tuple[str, str, float]] = []
+        channel_of = channel_of or {}
         for row, at_ms in handed:
             # A handed row is the channel's from its moment, or from now if that has passed.
             late_ms = self._lateness_ms(row, max(at_ms, now_ms), due_at)
-            lateness_s.append(late_ms / 1000)
+            lateness_s.append(
+                (row.application, channel_of.get(row.application, PULL), late_ms / 1000)
+            )
             if row.application not in webhooks:
                 tally = _tally(tallies, row.application)
                 tally.rung += 1
@@ -93,7 +98,7 @@ class Outcomes:
                     rung.append((row.id, published_at))
                     rung_of.append(row.application)
                     late_ms = self._lateness_ms(row, published_at, due_at)
-                    lateness_s.append(late_ms / 1000)
+                    lateness_s.append((row.application, AMQP, late_ms / 1000))
                     tally.rung += 1
                     tally.lateness_ms.append(late_ms)
                     continue

@@ -145,8 +145,9 @@ class BatchRinger:
             handed.held += one.held
         confirmed = self._confirms(handed)
         webhooks = {name for name, route in routes.items() if route.channel == WEBHOOK}
+        channel_of = {application: route.channel for application, route in routes.items()}
         died = self.outcomes.record(
-            tx, confirmed, handed.expired, handed.delivered, due_at, retries, webhooks
+            tx, confirmed, handed.expired, handed.delivered, due_at, retries, webhooks, channel_of
         )
         return died, handed.held
 

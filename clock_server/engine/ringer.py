@@ -178,6 +178,7 @@ class Ringer:
         except Exception:
             log.exception("ring batch of %d failed; its claims return when their lease ends",
                           len(due), extra={"action": "ring_error"})  # fmt: skip
+            self.batches.metrics.loop_error("ring_batch")
         finally:
             with self._in_flight_lock:
                 self._busy[plan.lane] -= 1

@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import NamedTuple
 
-from clock_server.delivery.sender_port import WebhookOutcome
+from clock_server.delivery.sender_port import WebhookOutcome, call_outcome
 from clock_server.engine.backoff import RetryPolicy
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
@@ -41,6 +41,7 @@ class Answer(NamedTuple):
     sent_at: int
     outcome: WebhookOutcome | None
     answered_at: int = 0  # when the answer was in; 0: at `sent_at`
+    took_s: float | None = None  # how long the HTTP call took; None when none was made
 
 
 class WebhookRecorder:
@@ -129,6 +130,7 @@ class WebhookRecorder:
         retried: dict[str, list[tuple[int, int]]] = defaultdict(list)  # by error
         dead: dict[str, list[int]] = defaultdict(list)  # by error
         counted: Counter[tuple[str, str]] = Counter()  # (application, what happened)
+        calls: list[tuple[str, str, float | None]] = []  # (application, outcome, duration)
         for answer in batch:
             row, outcome = answer.call.row, answer.outcome
             if row.id not in live:
@@ -140,7 +142,9 @@ class WebhookRecorder:
                 expired.append(row.id)
                 counted[row.application, "expired"] += 1
                 continue
-            counted[row.application, _label(outcome)] += 1
+            label = call_outcome(outcome)
+            counted[row.application, label] += 1
+            calls.append((row.application, label, answer.took_s))
             if outcome.ok:
                 rung.append((row.id, answer.sent_at))
                 tally.rung += 1
@@ -161,6 +165,7 @@ class WebhookRecorder:
             tx.schedule_retries(ids_at, now_ms, error)
         for error, ids in dead.items():
             tx.mark_dead(ids, now_ms, error)
+        self.metrics.observe_webhook_calls(calls)
         self._count(counted, dead)
         return sum(len(ids) for ids in dead.values())
 
@@ -171,12 +176,10 @@ class WebhookRecorder:
                 metrics.expired.labels(application).inc(count)
             elif what == "dead":
                 metrics.dead.labels(application).inc(count)
+            elif what == "2xx":
+                metrics.rung.labels(application).inc(count)
             else:
-                metrics.webhook_calls.labels(application, what).inc(count)
-                if what == "2xx":
-                    metrics.rung.labels(application).inc(count)
-                else:
-                    metrics.publish_failures.inc(count)
+                metrics.publish_failures.inc(count)
         for error, ids in dead.items():
             log.error(
                 "%d alarms dead after their last webhook attempt (%s): %s",
@@ -185,10 +188,3 @@ class WebhookRecorder:
                 ids[:20],
                 extra={"action": "alarm_dead", "dead": len(ids)},
             )
-
-
-def _label(outcome: WebhookOutcome) -> str:
-    """A few values for the metric's label: 2xx, 3xx, 4xx, 5xx, or error (no answer)."""
-    if outcome.status is None:
-        return "error"
-    return f"{outcome.status // 100}xx"

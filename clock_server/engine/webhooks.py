@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
@@ -145,6 +146,7 @@ class WebhookDispatcher:
             log.exception(
                 "webhook call of alarm %d failed", call.row.id, extra={"action": "webhook_error"}
             )
+            self.recorder.metrics.loop_error("webhook_call")
             failed = WebhookOutcome(False, None, f"internal error: {error!r}"[:200], None)
             self.recorder.add(Answer(call, self.clock.now_ms(), failed))
 
@@ -157,6 +159,7 @@ class WebhookDispatcher:
             self.recorder.add(Answer(call, now_ms, None))
             return
         secrets = policy.signing_secrets(now_ms)
+        took_s = None
         if policy.webhook_url is None or not secrets:
             outcome = WebhookOutcome(False, None, "no webhook_url or secret configured", None)
         else:
@@ -170,8 +173,10 @@ class WebhookDispatcher:
                 max_connections=self._slots(policy),
                 sent_at_s=now_ms / 1000,
             )
+            started = time.perf_counter()
             outcome = self.sender.send(request)
-        self.recorder.add(Answer(call, now_ms, outcome, self.clock.now_ms()))
+            took_s = time.perf_counter() - started
+        self.recorder.add(Answer(call, now_ms, outcome, self.clock.now_ms(), took_s))
 
     def _slots(self, policy: ApplicationPolicy) -> int:
         return policy.webhook_max_in_flight or self.max_in_flight

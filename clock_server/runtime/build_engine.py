@@ -82,6 +82,8 @@ def build_engine(
         box = SecretBox.from_setting(settings.secret_keys)
         refresh_ms = int(settings.application_refresh_s * 1000)
         policies = CachedPolicies(SqlApplicationRegistry(store, box).all, clock.now_ms, refresh_ms)
+    if metrics.registered is None:
+        metrics.use_registry(policies.listed)
     ports = EnginePorts(
         claims=SqlClaimStore(store, dead_letters=bool(settings.dead_letter_exchange)),
         registry=registry or SqlEngineRegistry(store),
@@ -197,7 +199,7 @@ def engine_of(
         webhook_recorder=webhooks[0] if webhooks is not None else None,
         dead_letters=ports.dead_letters,
     )
-    loops = engine_loops(settings, parts)
+    loops = engine_loops(settings, parts, metrics)
     return AlarmEngine(settings, clock, metrics, replace(parts, loops=loops))
 
 
@@ -277,28 +279,28 @@ def ring_parts(
     return Ringer(batches, tuning, gate=gate, on_lane_free=ring_waker.wake)
 
 
-def engine_loops(settings: Settings, parts: EngineParts) -> list[StepLoop]:
+def engine_loops(settings: Settings, parts: EngineParts, metrics: Metrics) -> list[StepLoop]:
     """A thread-loop for each part that steps: preload, ring, liveness, and the dead-letter
-    relay's and the webhook answers' when there are those."""
+    relay's and the webhook answers' when there are those; each counts its failed steps in
+    clock_loop_errors_total."""
     wakers = parts.wakers
+
+    def counted(loop: str) -> Callable[[], None]:
+        return lambda: metrics.loop_error(loop)
+
     loops = [
-        StepLoop("clock-preload", parts.preloader.run_once, wakers.preload),
-        StepLoop("clock-ring", parts.ringer.run_once, wakers.ring),
-        StepLoop(
-            "clock-liveness",
-            parts.liveness.run_once,
-            wakers.liveness,
-            error_pause_s=settings.heartbeat_s,
-        ),
-    ]
+        StepLoop("clock-preload", parts.preloader.run_once, wakers.preload,
+                 on_error=counted("preload")),
+        StepLoop("clock-ring", parts.ringer.run_once, wakers.ring, on_error=counted("ring")),
+        StepLoop("clock-liveness", parts.liveness.run_once, wakers.liveness,
+                 error_pause_s=settings.heartbeat_s, on_error=counted("liveness")),
+    ]  # fmt: skip
     if parts.dead_letters is not None:
-        loops.append(
-            StepLoop("clock-dead-letters", parts.dead_letters.run_once, wakers.dead_letters)
-        )
-    if parts.webhook_recorder is not None:
-        loops.append(
-            StepLoop(
-                "clock-webhook-answers", parts.webhook_recorder.run_once, wakers.webhook_answers
-            )
-        )
+        loops.append(StepLoop("clock-dead-letters", parts.dead_letters.run_once,
+                              wakers.dead_letters, on_error=counted("dead_letters")))  # fmt: skip
+    recorder = parts.webhook_recorder
+    if recorder is not None:
+        answers = counted("webhook_answers")
+        loops.append(StepLoop("clock-webhook-answers", recorder.run_once,
+                              wakers.webhook_answers, on_error=answers))  # fmt: skip
     return loops

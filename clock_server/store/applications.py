@@ -251,6 +251,11 @@ class CachedPolicies:
         self._refresh_if_old()
         return name in self._policies
 
+    def listed(self, name: str) -> bool:
+        """Whether the application was registered as of the last reading, without reading
+        the registry again (SQLite would wait for a ring batch's own write lock)."""
+        return name in self._policies
+
     def remember(self, policy: ApplicationPolicy) -> None:
         """Take a policy this process has just written, without waiting for the refresh."""
         with self._lock:

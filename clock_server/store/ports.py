@@ -165,6 +165,11 @@ class ApplicationPolicies(Protocol):
         """The application's policy; one with no limits when it is not registered."""
         ...
 
+    def listed(self, name: str) -> bool:
+        """Whether the application was registered as of the last reading of the registry;
+        reads nothing, so a ring batch may ask inside its transaction."""
+        ...
+
 
 class Grant(NamedTuple):
     """What a rate limiter allowed."""
