@@ -11,9 +11,11 @@ from clock_server.model import EngineRecord
 
 
 def record_health(svc: Services) -> None:
-    """Set clock_broker_up, clock_database_up, clock_live_engines and clock_pending_alarms
-    from `svc`."""
+    """Set clock_broker_up, clock_database_up, clock_live_engines, clock_pending_alarms,
+    clock_pull_messages_waiting and its oldest's age from `svc`, and this process's CPU and
+    memory."""
     metrics = svc.metrics
+    metrics.record_process(svc.process_kind)
     if svc.publisher is None:
         metrics.broker_up.set(math.nan)
     else:
@@ -22,6 +24,7 @@ def record_health(svc: Services) -> None:
     try:
         engines = svc.engines.live_engines()
         pending = svc.pending_counts.get(now_ms, svc.applications.pending_counts)
+        waiting = svc.pull_waiting.get(now_ms, lambda: svc.pull_backlog.waiting(now_ms))
     except Unavailable:
         metrics.database_up.set(0)
         metrics.live_engines.set(math.nan)
@@ -30,6 +33,7 @@ def record_health(svc: Services) -> None:
     silent_before_ms = now_ms - int(svc.settings.engine_dead_after_s * 1000)
     metrics.live_engines.set(count_beating(engines, silent_before_ms))
     metrics.set_pending(pending)
+    metrics.set_pull_waiting(waiting)
 
 
 def count_beating(engines: list[EngineRecord], silent_before_ms: int) -> int:

@@ -20,6 +20,7 @@ from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.group_commit import GroupCommit
 from clock_server.store.history import AlarmHistory
 from clock_server.store.interventions import AlarmInterventions
+from clock_server.store.pull_backlog import SqlPullBacklog
 from clock_server.store.rate_buckets import SharedRateLimiter
 from clock_server.timesource import Clock
 
@@ -44,6 +45,7 @@ class LoopSource(Protocol):
 
 
 PENDING_COUNTS_MS = 30_000
+PULL_WAITING_MS = 5_000
 
 T = TypeVar("T")
 
@@ -84,6 +86,7 @@ class Services:
     admission: Admission  # registration and limits at creation
     engines: SqlEngineRegistry  # for clock_live_engines
     long_polls: LongPollSlots  # how many long polls wait at once
+    pull_backlog: SqlPullBacklog  # for clock_pull_messages_waiting and its oldest's age
     engine: DueNotifier | None = None  # None when this process runs no engine
     publisher: HealthSource | None = None  # the publisher, or its health seen from a worker
     # The tokens, or those in force now where CLOCK_TOKENS_FILE is reloaded; empty: off.
@@ -94,3 +97,8 @@ class Services:
     pending_counts: Recent[dict[str, int]] = field(
         default_factory=lambda: Recent(PENDING_COUNTS_MS)
     )
+    # One capped statement per pull application: read at most every PULL_WAITING_MS.
+    pull_waiting: Recent[dict[str, tuple[int, float]]] = field(
+        default_factory=lambda: Recent(PULL_WAITING_MS)
+    )
+    process_kind: str = "server"  # this process's, in clock_process_* ("web" in a worker)

@@ -272,7 +272,7 @@ def build_web(
     store = AlarmStore(open_database(settings.database_url, settings.db_pool_size))
     clock, metrics = SystemClock(), Metrics()
     services = build_services(
-        settings, store, clock, metrics, notifier, broker, tokens, loops=loops
+        settings, store, clock, metrics, notifier, broker, tokens, loops, "web"
     )
     stats = StatsWriter(metrics.minutes, SqlMinuteStats(store), clock)
     return create_app(services), store, stats

@@ -17,6 +17,7 @@ from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.group_commit import GroupCommit
 from clock_server.store.history import AlarmHistory
 from clock_server.store.interventions import AlarmInterventions
+from clock_server.store.pull_backlog import SqlPullBacklog
 from clock_server.store.rate_buckets import SharedRateLimiter, SqlTokenBuckets
 from clock_server.store.secret_box import SecretBox
 from clock_server.timesource import Clock
@@ -31,11 +32,12 @@ def build_services(
     publisher: HealthSource | None = None,
     tokens: TokenTable | LiveTokens | None = None,
     loops: LoopSource | None = None,
+    process_kind: str = "server",
 ) -> Services:
     """The API's services on `store`: `engine` is told of alarms falling due (None: no
     engine in this process), `publisher` says whether the broker is reachable, `loops` how
     the engine's loops are (None: /livez answers for this process alone); no `tokens`:
-    authentication is off."""
+    authentication is off. `process_kind` names this process in clock_process_*."""
     metrics = metrics or Metrics()
     applications = SqlApplicationRegistry(store, SecretBox.from_setting(settings.secret_keys))
     refresh_ms = int(settings.application_refresh_s * 1000)
@@ -62,8 +64,10 @@ def build_services(
         admission=admission,
         engines=SqlEngineRegistry(store),
         long_polls=LongPollSlots(settings.http_threads),
+        pull_backlog=SqlPullBacklog(store),
         engine=engine,
         publisher=publisher,
         tokens=tokens if tokens is not None else TokenTable(),
         loops=loops,
+        process_kind=process_kind,
     )

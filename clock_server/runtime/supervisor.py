@@ -118,8 +118,10 @@ class Supervisor:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     def _report(self, runtime: Runtime) -> None:
-        """Refresh the status file the workers read for /healthz and /livez."""
+        """Refresh the status file the workers read for /healthz and /livez, and this
+        process's CPU and memory in the metrics they serve."""
         healthy = runtime.publisher.is_healthy() if runtime.publisher is not None else True
+        runtime.maintenance.metrics.record_process("supervisor")
         loops = runtime.engine.loop_beats() if runtime.engine is not None else {}
         self.status.write(healthy, loops)
 
