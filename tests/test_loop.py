@@ -6,7 +6,10 @@ from __future__ import annotations
 import threading
 
 from clock_server.engine.loop import StepLoop, Waker
+from clock_server.errors import ClockError
+from clock_server.metrics import Metrics
 from clock_server.testing import SettableClock
+from tests.support import metric_value
 
 
 def waiting(waker: Waker, clock: SettableClock, timeout_s: float) -> threading.Thread:
@@ -110,3 +113,28 @@ def test_a_loop_is_known_well_from_each_step_until_the_end_of_each_wait(fake_clo
         loop.stop()
         leave_step.set()
         assert loop.join(5)
+
+
+def test_each_failed_step_is_told_and_the_loop_goes_on(fake_clock):
+    metrics = Metrics()
+    steps = iter([RuntimeError("bug"), ClockError("database away"), None])
+    returned = threading.Event()
+
+    def step() -> float | None:
+        outcome = next(steps, None)
+        if isinstance(outcome, Exception):
+            raise outcome
+        returned.set()
+        return None
+
+    def told() -> None:
+        metrics.loop_error("ring")
+
+    loop = StepLoop("test-errors", step, Waker(fake_clock), error_pause_s=0, on_error=told)
+    loop.start()
+    try:
+        assert returned.wait(5)  # after the two failures, each told, no pause
+        assert metric_value(metrics, "clock_loop_errors_total", {"loop": "ring"}) == 2
+        assert metric_value(metrics, "clock_loop_errors_total", {"loop": "preload"}) == 0
+    finally:
+        loop.stop()

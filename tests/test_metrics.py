@@ -25,7 +25,7 @@ from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.schema import dead_letter_table, job_lease_table
 from clock_server.testing import InMemoryDeadLetterPublisher, SettableClock
-from tests.support import AMQP_URL, Cluster, settle, unique
+from tests.support import AMQP_URL, Cluster, metric_value, settle, unique
 
 _LATENESS_S = st.lists(st.integers(min_value=0, max_value=120_000).map(lambda ms: ms / 1000))
 
@@ -38,9 +38,9 @@ def _histogram_lines(metrics: Metrics) -> list[str]:
 @given(_LATENESS_S)
 def test_a_batch_counts_like_one_observe_per_alarm(values: list[float]) -> None:
     batched, one_by_one = Metrics(), Metrics()
-    batched.observe_lateness(values)
+    batched.observe_lateness(("a", "amqp", value) for value in values)
     for value in values:
-        one_by_one.lateness.observe(value)
+        one_by_one.lateness.labels("a", "amqp").observe(value)
     lines = _histogram_lines(batched)
     assert [line for line in lines if "_created" not in line] == [
         line for line in _histogram_lines(one_by_one) if "_created" not in line
@@ -49,13 +49,32 @@ def test_a_batch_counts_like_one_observe_per_alarm(values: list[float]) -> None:
 
 def test_values_on_a_bucket_bound_count_in_that_bucket() -> None:
     metrics = Metrics()
-    metrics.observe_lateness([0.001, 0.001, 0.0011, 60.0, 61.0])
+    metrics.observe_lateness(("a", "pull", v) for v in [0.001, 0.001, 0.0011, 60.0, 61.0])
     lines = _histogram_lines(metrics)
-    assert 'clock_ring_lateness_seconds_bucket{le="0.001"} 2.0' in lines
-    assert 'clock_ring_lateness_seconds_bucket{le="0.002"} 3.0' in lines
-    assert 'clock_ring_lateness_seconds_bucket{le="60.0"} 4.0' in lines
-    assert 'clock_ring_lateness_seconds_bucket{le="+Inf"} 5.0' in lines
-    assert "clock_ring_lateness_seconds_count 5.0" in lines
+    on = 'application="a",channel="pull"'
+    assert f'clock_ring_lateness_seconds_bucket{{{on},le="0.001"}} 2.0' in lines
+    assert f'clock_ring_lateness_seconds_bucket{{{on},le="0.002"}} 3.0' in lines
+    assert f'clock_ring_lateness_seconds_bucket{{{on},le="60.0"}} 4.0' in lines
+    assert f'clock_ring_lateness_seconds_bucket{{{on},le="+Inf"}} 5.0' in lines
+    assert f"clock_ring_lateness_seconds_count{{{on}}} 5.0" in lines
+
+
+def test_each_application_and_channel_is_a_series_of_its_own_and_strangers_share_one() -> None:
+    metrics = Metrics()
+    metrics.use_registry({"a", "b"}.__contains__)
+    metrics.observe_lateness(
+        [("a", "amqp", 0.1), ("a", "webhook", 0.2), ("b", "amqp", 0.3), ("x", "amqp", 0.4),
+         ("y", "amqp", 0.5), ("a", "amqp", 0.6)]
+    )  # fmt: skip
+    count = "clock_ring_lateness_seconds_count"
+    assert {
+        (application, channel): metric_value(
+            metrics, count, {"application": application, "channel": channel}
+        )
+        for application, channel in [("a", "amqp"), ("a", "webhook"), ("b", "amqp"),
+                                     ("other", "amqp"), ("x", "amqp")]
+    } == {("a", "amqp"): 2, ("a", "webhook"): 1, ("b", "amqp"): 1, ("other", "amqp"): 2,
+          ("x", "amqp"): 0}  # fmt: skip
 
 
 # --- /metrics after a known sequence of events -------------------------------------------------
@@ -184,7 +203,9 @@ def test_metrics_after_a_known_sequence_count_each_application_exactly(
         "clock_pending_alarms": {"a": 1},
     }
     values = scrape(text)
-    assert values[("clock_ring_lateness_seconds_count", "")] == 5
+    rung = "clock_ring_lateness_seconds_count"
+    assert metric_value(metrics, rung, {"application": "a", "channel": "amqp"}) == 3
+    assert metric_value(metrics, rung, {"application": "b", "channel": "amqp"}) == 2
     assert values[("clock_preload_duration_seconds_count", "")] == 1
     assert values[("clock_publish_confirm_seconds_count", "")] >= 1
 
