@@ -111,6 +111,9 @@ def test_two_web_processes_show_each_application_and_channel_exactly(
             return found
 
         texts = [eventually(scraped, 10, 0.1) for _ in range(6)]
+        # A web process shows its own CPU and memory once it has answered a scrape: scrape
+        # until both have (the kernel spreads the connections, not in turn).
+        texts.append(eventually(lambda: _both_web_processes(scraped()), 10, 0.05))
     finally:
         receiver.release()
         _delete_queue(f"clock.{stranger}")
@@ -150,13 +153,23 @@ def test_two_web_processes_show_each_application_and_channel_exactly(
             for (name, labels), count in found.items()
             if name == "clock_loop_errors_total"
         } == dict.fromkeys(LOOPS, 0)
-    processes: dict[str, set[str]] = {}
-    for found in texts:
-        for (name, labels), seen in found.items():
-            if name == "clock_process_resident_memory_bytes":
-                assert seen > 0
-                processes.setdefault(dict(labels)["kind"], set()).add(dict(labels)["pid"])
-    assert {kind: len(pids) for kind, pids in processes.items()} == {"supervisor": 1, "web": 2}
+    [last] = texts[-1:]
+    for name in ("clock_process_resident_memory_bytes", "clock_process_cpu_seconds_total"):
+        shown = {(dict(labels)["kind"], dict(labels)["pid"]): v
+                 for (metric, labels), v in last.items() if metric == name}  # fmt: skip
+        assert sorted(kind for kind, _pid in shown) == ["supervisor", "web", "web"]
+        assert all(v > 0 for v in shown.values())
+
+
+def _both_web_processes(found: dict[tuple[str, Labels], float]) -> dict[tuple[str, Labels], float]:
+    """`found`, which shows the memory of two web processes."""
+    pids = {
+        dict(labels)["pid"]
+        for (name, labels) in found
+        if name == "clock_process_resident_memory_bytes" and ("kind", "web") in labels
+    }
+    assert len(pids) == 2, f"web processes seen: {len(pids)}"
+    return found
 
 
 def _unregister(database_url: str, application: str) -> None:
