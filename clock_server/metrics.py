@@ -63,6 +63,7 @@ LOOPS = (
     "backlog",
     "pull_requeue",
     "purge",
+    "stats_purge",
 )
 
 

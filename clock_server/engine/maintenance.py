@@ -122,6 +122,7 @@ class Maintenance:
             return self.stats_purge.run()
         except Exception:
             log.exception("the statistics' purge failed", extra={"action": "maintenance_error"})
+            self.metrics.loop_error("stats_purge")
             return -1
 
 
