@@ -36,6 +36,11 @@ REQUIRED_ALERTS = {
     "ClockBrokerDown",
     "ClockDatabaseDown",
     "ClockNoLiveEngine",
+    "ClockApplicationRingLate",
+    "ClockWebhookFailures",
+    "ClockPullBacklogOld",
+    "ClockLoopErrors",
+    "ClockMemoryGrowing",
 }
 DASHBOARD_METRICS = {
     "clock_alarms_rung_total",
@@ -50,6 +55,13 @@ DASHBOARD_METRICS = {
     "clock_creates_rejected_total",
     "clock_claims_taken_over_total",
     "clock_live_engines",
+    "clock_webhook_calls_total",
+    "clock_webhook_call_seconds_bucket",
+    "clock_pull_messages_waiting",
+    "clock_pull_oldest_waiting_seconds",
+    "clock_loop_errors_total",
+    "clock_process_cpu_seconds_total",
+    "clock_process_resident_memory_bytes",
 }
 
 _KEYWORDS = {"and", "or", "unless", "bool", "offset", "inf", "nan"}
@@ -79,6 +91,19 @@ def exposed_names() -> set[str]:
         family.name + suffix
         for family in Metrics().registry.collect()
         for suffix in suffixes[family.type]
+    }
+
+
+def listed_metrics(guide: str) -> set[str]:
+    """The names /metrics shows for the metrics the table under a guide's "## Metrics" lists,
+    from each row's name and type: a counter with _total, a histogram's three series."""
+    section = guide.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_:]+)` \| ([a-z]+)[^|]*\|", section, re.MULTILINE)
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    return {
+        (name.removesuffix("_total") if kind == "counter" else name) + suffix
+        for name, kind in rows
+        for suffix in suffixes[kind]
     }
 
 
@@ -159,6 +184,44 @@ def test_the_dashboard_names_only_exposed_metrics() -> None:
         assert names - exposed_names() - PROMETHEUS_OWN == set(), expr
         named |= names
     assert DASHBOARD_METRICS - named == set()
+
+
+def test_the_rules_and_the_dashboard_name_only_documented_metrics() -> None:
+    documented = listed_metrics(OPERATIONS.read_text()) | PROMETHEUS_OWN
+    exprs = [str(rule["expr"]) for rule in alert_rules()] + dashboard_exprs()
+    undocumented = {expr: metric_names(expr) - documented for expr in exprs}
+    assert {expr: names for expr, names in undocumented.items() if names} == {}
+
+
+@pytest.mark.parametrize(
+    ("row", "names"),
+    [
+        ("| `clock_a` | counter | what |", {"clock_a_total"}),
+        ("| `clock_a_total` | counter | what |", {"clock_a_total"}),
+        ("| `clock_a_total` | gauge | what |", {"clock_a_total"}),
+        ("| `clock_a` | gauge | what, `b` |", {"clock_a"}),
+        ("| `clock_a` | histogram | what |", {"clock_a_bucket", "clock_a_sum", "clock_a_count"}),
+        ("| `clock_a` | counter (by `b`) | what |", {"clock_a_total"}),
+        ("| metric | type | meaning |", set()),
+    ],
+)
+def test_listed_metrics_reads_the_table_of_metrics(row: str, names: set[str]) -> None:
+    guide = f"# Guide\n\n## Metrics\n\n{row}\n\n## Alerts\n\n| `clock_z` | gauge | z |\n"
+    assert listed_metrics(guide) == names
+
+
+def test_the_dashboard_panels_have_unique_ids_and_do_not_overlap() -> None:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids)), ids
+    cells: dict[tuple[int, int], str] = {}
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in cells, f"{panel['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = panel["title"]
 
 
 def test_every_dashboard_query_uses_the_datasource_variable() -> None:
