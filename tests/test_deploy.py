@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from clock_server.api import create_app
-from clock_server.metrics import Metrics
+from clock_server.metrics import LOOPS, Metrics
 from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
@@ -191,6 +191,13 @@ def test_the_rules_and_the_dashboard_name_only_documented_metrics() -> None:
     exprs = [str(rule["expr"]) for rule in alert_rules()] + dashboard_exprs()
     undocumented = {expr: metric_names(expr) - documented for expr in exprs}
     assert {expr: names for expr, names in undocumented.items() if names} == {}
+
+
+def test_the_loop_errors_runbook_names_every_loop() -> None:
+    guide = OPERATIONS.read_text()
+    runbook = guide.split("\n### ClockLoopErrors\n", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split(" | ")[0] for line in runbook.splitlines() if line.startswith("| `")]
+    assert set(re.findall(r"`(\w+)`", " ".join(rows))) == set(LOOPS)
 
 
 @pytest.mark.parametrize(
