@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from clock_server.errors import ConfigError
+from clock_server.setting_ranges import check_number, read_number
 
 DEFAULT_DATABASE_URL = "sqlite:///clock.db"
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -21,19 +22,18 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 # Settings whose empty value means something (off), rather than "the default".
 _EMPTY_MEANS_OFF = frozenset({"dead_letter_exchange"})
+NUMBER_TYPES = ("int", "float")  # the types of the fields setting_ranges reads and checks
 
 
 def _default_instance_id() -> str:
     return f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-PAYLOAD_LIMIT_BYTES = 4 * 1024 * 1024
 # A JSON encoder may write each byte of a payload's UTF-8 as six: a control character is
 # "\u0001", and with ensure_ascii (Python's default) "€" (3 bytes) is "\u20ac" and an emoji
 # (4 bytes) a pair of those. A body may so be six times its payload, and some room around it.
 ESCAPED_BYTES_PER_PAYLOAD_BYTE = 6
 BODY_OVERHEAD_BYTES = 16_384
-MAX_PROXY_HOPS = 10
 
 
 @dataclass(frozen=True)
@@ -110,54 +110,9 @@ class Settings:
         if self.tokens and self.tokens_file:
             raise ConfigError("give CLOCK_TOKENS or CLOCK_TOKENS_FILE, not both", field="tokens")
         _check_secret_keys(self.secret_keys)
-        positive = (
-            "port",
-            "http_threads",
-            "http_connection_limit",
-            "http_idle_timeout_s",
-            "http_header_timeout_s",
-            "web_processes",
-            "preload_window_s",
-            "preload_interval_s",
-            "heap_size",
-            "lease_s",
-            "heartbeat_s",
-            "engine_dead_after_s",
-            "claim_batch",
-            "ring_batch",
-            "ring_lanes",
-            "publish_timeout_s",
-            "retry_base_s",
-            "retry_cap_s",
-            "payload_max_bytes",
-            "batch_max_items",
-            "batch_max_bytes",
-            "list_max_limit",
-            "page_max_bytes",
-            "db_pool_size",
-            "shutdown_timeout_s",
-            "loop_stall_s",
-            "application_refresh_s",
-            "retention_days",
-            "purge_interval_s",
-            "purge_batch",
-            "stats_retention_days",
-            "webhook_timeout_s",
-            "webhook_max_in_flight",
-            "pull_visibility_s",
-            "pull_poll_ms",
-        )
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"CLOCK_{name.upper()} must be positive", field=name)
-        if self.retry_max < 0:
-            raise ConfigError("CLOCK_RETRY_MAX must be 0 or more", field="retry_max")
-        if self.payload_max_bytes > PAYLOAD_LIMIT_BYTES:
-            raise ConfigError(
-                f"CLOCK_PAYLOAD_MAX_BYTES must be at most {PAYLOAD_LIMIT_BYTES} (4 MiB): an "
-                "alarm, escaped, must fit one statement within MariaDB's max_allowed_packet",
-                field="payload_max_bytes",
-            )
+        for f in fields(self):
+            if f.type in NUMBER_TYPES:
+                check_number(f.name, str(f.type), getattr(self, f.name))
         if self.batch_max_bytes < self.single_body_max_bytes:
             raise ConfigError(
                 f"CLOCK_BATCH_MAX_BYTES must be at least {self.single_body_max_bytes}, so that "
@@ -195,22 +150,6 @@ class Settings:
                 f"CLOCK_LOG_FORMAT must be text or json, not {self.log_format!r}",
                 field="log_format",
             )
-        if not 0 <= self.trusted_proxy_hops <= MAX_PROXY_HOPS:
-            raise ConfigError(
-                f"CLOCK_TRUSTED_PROXY_HOPS must be from 0 (no proxy is trusted) to "
-                f"{MAX_PROXY_HOPS}: the number of reverse proxies in front of the server",
-                field="trusted_proxy_hops",
-            )
-        if not 0 <= self.web_nice <= 19:
-            raise ConfigError("CLOCK_WEB_NICE must be from 0 to 19", field="web_nice")
-        if not 0 <= self.ring_lead_ms <= 1_000:
-            raise ConfigError("CLOCK_RING_LEAD_MS must be from 0 to 1000", field="ring_lead_ms")
-        if not 0 <= self.ring_lead_max_ms <= 1_000:  # at or below RING_LEAD_MS: a fixed lead
-            raise ConfigError(
-                "CLOCK_RING_LEAD_MAX_MS must be from 0 to 1000", field="ring_lead_max_ms"
-            )
-        if not 0 <= self.ring_gather_ms <= 1_000:
-            raise ConfigError("CLOCK_RING_GATHER_MS must be from 0 to 1000", field="ring_gather_ms")
         if self.lease_s < 2 * self.preload_window_s:
             raise ConfigError(
                 "CLOCK_LEASE_S must be at least twice CLOCK_PRELOAD_WINDOW_S, so a claim "
@@ -228,11 +167,6 @@ class Settings:
                 "CLOCK_LEASE_S must be longer than CLOCK_ENGINE_DEAD_AFTER_S: the lease is the "
                 "backstop for what the heartbeats miss",
                 field="lease_s",
-            )
-        if self.purge_batch > 1_000:
-            raise ConfigError(
-                "CLOCK_PURGE_BATCH must be at most 1000: each batch is one short transaction",
-                field="purge_batch",
             )
         if self.dead_letter_exchange and self.dead_letter_exchange == self.exchange:
             raise ConfigError(
@@ -314,21 +248,15 @@ def _check_secret_keys(value: str) -> None:
 
 
 def _parse(name: str, type_name: object, raw: str) -> object:
-    env_name = f"CLOCK_{name.upper()}"
-    try:
-        if type_name == "bool":
-            lowered = raw.strip().lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        if type_name == "int":
-            return int(raw)
-        if type_name == "float":
-            return float(raw)
-    except ValueError:
-        raise ConfigError(f"{env_name}={raw!r} is not a valid {type_name}", field=name) from None
+    if type_name in NUMBER_TYPES:
+        return read_number(name, str(type_name), raw)
+    if type_name == "bool":
+        lowered = raw.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"CLOCK_{name.upper()}={raw!r} is not a valid bool", field=name)
     return raw
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from clock_server.errors import ConfigError
 from clock_server.runtime.build import build
-from clock_server.settings import PAYLOAD_LIMIT_BYTES, Settings
+from clock_server.setting_ranges import PAYLOAD_LIMIT_BYTES
+from clock_server.settings import Settings
 
 
 def test_the_defaults_are_valid():
