@@ -32,8 +32,13 @@ class Range:
 
 
 SECONDS = Range(MILLISECOND, DAY_S)
-DAYS = Range(0.000_001, 36_500)  # 86 ms to a century, as an application's retention_days
-RETRY_SECONDS = Range(MILLISECOND, 1_000_000)  # as an application's retry_base_s and retry_cap_s
+# Each of these is also the range of the application setting of the same name
+# (api/application_validation.py): a default and its override take the same values.
+DAYS = Range(0.000_001, 36_500)  # 86 ms to a century
+RETRY_SECONDS = Range(MILLISECOND, 1_000_000)  # a millisecond to about 11.5 days
+WEBHOOK_TIMEOUT_S = Range(0.1, 300)
+IN_FLIGHT = Range(1, 1_000)  # calls at once to one application's endpoint: a thread each
+VISIBILITY_S = Range(1, 43_200)  # a second to 12 hours
 LEAD_MS = Range(0, 1_000)
 BODY_BYTES = Range(1, GIB)
 
@@ -81,9 +86,9 @@ RANGES: dict[str, Range] = {
     "purge_interval_s": SECONDS,
     "purge_batch": Range(1, 1_000, "each batch is one short transaction"),
     "stats_retention_days": DAYS,
-    "webhook_timeout_s": Range(0.1, 300),  # as an application's webhook_timeout_s
-    "webhook_max_in_flight": Range(1, 1_000),  # as an application's webhook_max_in_flight
-    "pull_visibility_s": Range(1, 43_200),  # as an application's pull_visibility_s
+    "webhook_timeout_s": WEBHOOK_TIMEOUT_S,
+    "webhook_max_in_flight": IN_FLIGHT,
+    "pull_visibility_s": VISIBILITY_S,
     "pull_poll_ms": Range(1, 10_000),
 }
 

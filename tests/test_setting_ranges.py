@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from clock_server.api import application_validation as per_application
 from clock_server.errors import ConfigError
 from clock_server.setting_ranges import RANGES, check_number, read_number, shown
 from clock_server.settings import NUMBER_TYPES, Settings
@@ -124,22 +123,6 @@ def test_the_messages_say_what_a_value_must_be():
     assert refused.value.message == "CLOCK_RETENTION_DAYS must be from 0.000001 to 36500, not NaN"
     with pytest.raises(ConfigError, match="each batch is one short transaction"):
         Settings(purge_batch=1_001)
-
-
-def test_a_default_an_application_may_override_has_the_applications_range():
-    same = {
-        "retention_days": (per_application.RETENTION_MIN_DAYS, per_application.RETENTION_MAX_DAYS),
-        "retry_base_s": (per_application.RETRY_MIN_S, per_application.RETRY_MAX_S),
-        "retry_cap_s": (per_application.RETRY_MIN_S, per_application.RETRY_MAX_S),
-        "retry_max": (0, per_application.INT_MAX),
-        "webhook_timeout_s": (
-            per_application.WEBHOOK_TIMEOUT_MIN_S,
-            per_application.WEBHOOK_TIMEOUT_MAX_S,
-        ),
-        "webhook_max_in_flight": (1, per_application.IN_FLIGHT_MAX),
-        "pull_visibility_s": (per_application.VISIBILITY_MIN_S, per_application.VISIBILITY_MAX_S),
-    }
-    assert {name: (RANGES[name].low, RANGES[name].high) for name in same} == same
 
 
 def documented_ranges() -> dict[str, tuple[str, str, str]]:

@@ -12,23 +12,31 @@ from clock_server.api import schema_rules
 from clock_server.delivery.targets import check_target
 from clock_server.errors import ValidationError
 from clock_server.model import AMQP, MAX_EPOCH_MS, POLICY_FIELDS, WEBHOOK, ApplicationPolicy
+from clock_server.setting_ranges import (
+    DAYS,
+    IN_FLIGHT,
+    RETRY_SECONDS,
+    VISIBILITY_S,
+    WEBHOOK_TIMEOUT_S,
+)
 
 # The columns' ranges: INT for the bursts and retry_max, BIGINT for max_pending and the
 # cutoff, a float (single precision on MariaDB) for the rest.
 INT_MAX = 2**31 - 1
 BIGINT_MAX = 2**63 - 1
 RATE_MIN, RATE_MAX = 0.000_001, 1_000_000.0  # alarms per second
-RETRY_MIN_S, RETRY_MAX_S = 0.001, 1_000_000.0  # a millisecond to about 11.5 days
-RETENTION_MIN_DAYS, RETENTION_MAX_DAYS = 0.000_001, 36_500.0  # 86 ms to a century
+# The ranges a server-wide default of the same setting takes too (setting_ranges).
+RETRY_MIN_S, RETRY_MAX_S = RETRY_SECONDS.low, RETRY_SECONDS.high
+RETENTION_MIN_DAYS, RETENTION_MAX_DAYS = DAYS.low, DAYS.high
 
 Model = TypeVar("Model", bound=BaseModel)
 Rate = Annotated[float, Field(ge=RATE_MIN, le=RATE_MAX)]
 Burst = Annotated[int, Field(ge=1, le=INT_MAX)]
 RetrySeconds = Annotated[float, Field(ge=RETRY_MIN_S, le=RETRY_MAX_S)]
 Days = Annotated[float, Field(ge=RETENTION_MIN_DAYS, le=RETENTION_MAX_DAYS)]
-WEBHOOK_TIMEOUT_MIN_S, WEBHOOK_TIMEOUT_MAX_S = 0.1, 300.0
-IN_FLIGHT_MAX = 1_000  # calls at once to one application's endpoint: a thread each
-VISIBILITY_MIN_S, VISIBILITY_MAX_S = 1.0, 43_200.0  # a second to 12 hours
+WEBHOOK_TIMEOUT_MIN_S, WEBHOOK_TIMEOUT_MAX_S = WEBHOOK_TIMEOUT_S.low, WEBHOOK_TIMEOUT_S.high
+IN_FLIGHT_MAX = IN_FLIGHT.high
+VISIBILITY_MIN_S, VISIBILITY_MAX_S = VISIBILITY_S.low, VISIBILITY_S.high
 
 # Each burst's rate: a burst needs it.
 _RATE_OF_BURST = {"create_burst": "create_rate_per_s", "ring_burst": "ring_rate_per_s"}
