@@ -267,6 +267,19 @@ def test_a_trusted_prefix_that_is_not_a_path_is_refused(
         assert "Location" not in answer.headers
 
 
+def test_probes_and_metrics_answer_whatever_the_trusted_prefix(
+    store: AlarmStore, fake_clock: SettableClock
+) -> None:
+    """They write no path, so a prefix that is not one is no reason to refuse them."""
+    edge = Edge(store, fake_clock, trusted_proxy_hops=1)
+    bad = {"X-Forwarded-Prefix": "//elsewhere.example"}
+    for path in ("/livez", "/readyz", "/healthz", "/metrics", "/openapi.json"):
+        with edge.client.get(path, headers=bad) as answer:
+            assert answer.status_code in (200, 503), (path, answer.status_code)
+            assert "X-Forwarded-Prefix" not in answer.get_data(as_text=True), path
+    _error(edge.client.get("/v1/alarms/orders/a", headers=bad), 400, "validation_error")
+
+
 # --- nosniff and /metrics -----------------------------------------------------------------------
 
 

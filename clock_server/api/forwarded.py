@@ -6,7 +6,8 @@ URLs. The prefix matters only where the server writes a path itself (the redirec
 /console to /console/): werkzeug's ProxyFix puts it in SCRIPT_NAME, where
 `request.script_root` reads it. Any client may send the header, so without trusted hops it
 changes nothing; a trusted one that is not a plain path is refused, never written back into
-a Location.
+a Location. The probes, /metrics and /openapi.json write no path, so they answer whatever the
+prefix, as they answer whatever the Host.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ HEADER = "X-Forwarded-Prefix"
 # Segments of unreserved characters and percent escapes: no scheme, host, "//", "..",
 # query or fragment, which would turn a redirect into one to elsewhere.
 _PREFIX = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._~%!$&'()*+,;=:@-]+)*/?")
+UNPREFIXED = frozenset({"/livez", "/readyz", "/healthz", "/metrics", "/openapi.json"})
 
 
 def trust_proxies(app: Flask, hops: int) -> None:
@@ -36,7 +38,7 @@ def trust_proxies(app: Flask, hops: int) -> None:
 
 def screen_prefix() -> None:
     """Flask before_request hook: a 400 naming the header when the prefix is not a path."""
-    if not _PREFIX.fullmatch(request.script_root):
+    if request.path not in UNPREFIXED and not _PREFIX.fullmatch(request.script_root):
         raise ValidationError(
             f"{HEADER} {request.script_root!r} is not a path such as /clock: the proxy in "
             "front (trusted by CLOCK_TRUSTED_PROXY_HOPS) sends one that cannot be served under",
