@@ -207,6 +207,24 @@ def test_the_overview_charts_the_last_hour(page: Page, server: ConsoleServer):
     assert failed_total != failed_orders  # billing's failed attempts and flaky's expiries
 
 
+def test_a_minute_with_rings_between_minutes_without_is_marked_on_the_chart(
+    page: Page, server: ConsoleServer
+):
+    server.bind("sporadic")
+    due = server.clock.now_ms() + 100
+    server.create("sporadic", "once", "alone", target_ring_at=due)
+    server.step(due)
+    login(page, server)
+    group = page.locator('#stats .chart-group[data-application="sporadic"]')
+    line = group.locator("figure[data-chart=lateness] path.line[data-series=lateness_p99_ms]")
+    expect(line).to_have_attribute("d", re.compile(r"^M[\d.]+,[\d.]+$"))  # one point, no line
+    mark = group.locator("figure[data-chart=lateness] circle.point[data-series=lateness_p99_ms]")
+    expect(mark).to_have_count(1)
+    expect(mark).to_be_visible()
+    box = mark.bounding_box()
+    assert box is not None and box["width"] > 0 and box["height"] > 0
+
+
 def test_the_overview_refreshes_until_paused(page: Page, server: ConsoleServer):
     page.clock.install()
     page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=1))

@@ -52,6 +52,12 @@ function linePath(points) {
   return d;
 }
 
+// The points with no drawn neighbour, which a path alone would not show.
+function isolated(points) {
+  const drawn = (i) => i >= 0 && i < points.length && points[i][1] !== null;
+  return points.filter((_, i) => drawn(i) && !drawn(i - 1) && !drawn(i + 1));
+}
+
 function areaPath(points, base) {
   const drawn = points.filter(([, y]) => y !== null);
   if (!drawn.length) return "";
@@ -94,6 +100,9 @@ export function lineChart({ kind, title, minutes, series, unit = "" }) {
     const points = s.values.map((v, i) => [x(i), y(v)]);
     if (s.area) chart.append(svg("path", { class: `area s${n}`, d: areaPath(points, base) }));
     chart.append(svg("path", { class: `line s${n}`, d: linePath(points), "data-series": s.key }));
+    for (const [cx, cy] of isolated(points)) {
+      chart.append(svg("circle", { class: `point s${n}`, cx: cx.toFixed(1), cy: cy.toFixed(1), r: 2.5, "data-series": s.key }));
+    }
   });
   // One column per minute, whose tooltip holds every series' value there.
   minutes.forEach((minute, i) => {
