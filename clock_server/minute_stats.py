@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 MINUTE_MS = 60_000
 # The upper bounds (ms, inclusive) of the lateness buckets; a last bucket takes the rest.
 LATENESS_BOUNDS_MS: tuple[int, ...] = (
+    0,
     1,
     2,
     5,
@@ -29,6 +30,10 @@ LATENESS_BOUNDS_MS: tuple[int, ...] = (
     30_000,
     60_000,
     300_000,
+    900_000,
+    3_600_000,
+    21_600_000,
+    86_400_000,
 )
 BUCKETS = len(LATENESS_BOUNDS_MS) + 1
 # A process whose writes keep failing forgets its oldest minutes beyond this many

@@ -44,15 +44,17 @@ def histogram(**by_bucket: int) -> list[int]:
     ("q", "counts", "expected"),
     [
         (0.5, histogram(), None),  # nothing counted
-        (0.5, histogram(b0=10), 0.5),  # (0, 1]: linear from 0
-        (0.99, histogram(b0=100), 0.99),
-        (0.5, histogram(b3=4), 7.5),  # (5, 10], half-way
-        (0.25, histogram(b3=4), 6.25),
-        (1.0, histogram(b3=4), 10.0),
-        (0.5, histogram(b0=1, b9=1), 1.0),  # the rank falls at the end of the first bucket
-        (0.75, histogram(b0=1, b9=1), 750.0),  # (500, 1000], half-way
-        (0.5, histogram(b16=3), 300_000.0),  # the unbounded bucket: its lower bound
-        (0.99, histogram(b2=99, b16=1), 5.0),
+        (0.5, histogram(b0=10), 0.0),  # exactly 0 ms
+        (0.5, histogram(b1=10), 0.5),  # (0, 1]: linear from 0
+        (0.99, histogram(b1=100), 0.99),
+        (0.5, histogram(b4=4), 7.5),  # (5, 10], half-way
+        (0.25, histogram(b4=4), 6.25),
+        (1.0, histogram(b4=4), 10.0),
+        (0.5, histogram(b1=1, b10=1), 1.0),  # the rank falls at the end of the first bucket
+        (0.75, histogram(b1=1, b10=1), 750.0),  # (500, 1000], half-way
+        (0.5, histogram(b18=2), 2_250_000.0),  # (15 min, 1 h], half-way
+        (0.5, histogram(b21=3), 86_400_000.0),  # the unbounded bucket: its lower bound
+        (0.99, histogram(b3=99, b21=1), 5.0),
     ],
 )
 def test_the_quantile_is_linear_within_its_bucket(q: float, counts: list[int], expected):
@@ -60,7 +62,17 @@ def test_the_quantile_is_linear_within_its_bucket(q: float, counts: list[int], e
 
 
 @pytest.mark.parametrize(
-    ("lateness_ms", "bucket"), [(0, 0), (1, 0), (2, 1), (3, 2), (10, 3), (11, 4), (300_001, 16)]
+    ("lateness_ms", "bucket"),
+    [
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (3, 3),
+        (10, 4),
+        (11, 5),
+        (300_001, 17),
+        (3 * DAY_MS, 21),
+    ],
 )
 def test_a_lateness_counts_in_the_bucket_of_its_upper_bound(lateness_ms: int, bucket: int):
     assert bucket_of(lateness_ms) == bucket
@@ -76,7 +88,7 @@ def test_the_tally_adds_by_minute_and_application_and_starts_over_when_taken():
     assert taken[MINUTE, "a"].created == 3
     late = taken[MINUTE + MINUTE_MS, "a"]
     assert (late.rung, late.failed, late.lateness_sum_ms) == (2, 1, 703)
-    assert late.lateness == histogram(b2=1, b9=1)
+    assert late.lateness == histogram(b3=1, b10=1)
     assert taken[MINUTE + MINUTE_MS, "b"].failed == 4
     assert tally.take() == {}
 
@@ -118,7 +130,7 @@ def test_two_writers_add_up_in_the_shared_rows(store: AlarmStore, db_url: str):
         other.close()
     a = found[MINUTE, "a"]
     assert (a.created, a.rung, a.failed, a.lateness_sum_ms) == (7, 3, 2, 48)
-    assert a.lateness == histogram(b2=2, b5=1)
+    assert a.lateness == histogram(b3=2, b6=1)
     assert found[MINUTE, "b"].created == 1
     assert set(rows_of(store, ["b"])) == {(MINUTE, "b")}
 
@@ -215,7 +227,7 @@ def test_the_engine_and_the_api_count_creates_rings_failures_and_lateness(
     harness.runtime.stats.run_once()
     found = rows_of(store)[MINUTE, "shop"]
     assert (found.created, found.rung, found.failed) == (5, 4, 1)
-    assert found.lateness == histogram(b11=4)  # (2000, 5000] ms
+    assert found.lateness == histogram(b12=4)  # (2000, 5000] ms
     assert found.lateness_sum_ms == 4 * 5_000
     assert (
         harness.call("POST", "/v1/alarms", json={**body, "business_id": "one"}).status_code == 200

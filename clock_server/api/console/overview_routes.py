@@ -93,6 +93,7 @@ def _engine_lateness(svc: Services, now_ms: int) -> dict[str, Any]:
         "p50_ms": _rounded(quantile(0.5, counts)),
         "p99_ms": _rounded(quantile(0.99, counts)),
         "max_ms": None if top is None else float(top),
+        "over_max": highest == BUCKETS - 1,
     }
 
 

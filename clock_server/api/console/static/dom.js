@@ -67,9 +67,17 @@ export function timeCell(ms) {
 
 export function duration(ms) {
   if (ms === null || ms === undefined) return "–";
-  if (Math.abs(ms) < 1000) return `${ms} ms`;
-  if (Math.abs(ms) < 120000) return `${(ms / 1000).toFixed(1)} s`;
-  return `${(ms / 60000).toFixed(1)} min`;
+  const size = Math.abs(ms);
+  if (size < 1000) return `${ms} ms`;
+  if (size < 120000) return `${tenths(ms / 1000)} s`;
+  if (size < 7200000) return `${tenths(ms / 60000)} min`;
+  if (size < 172800000) return `${tenths(ms / 3600000)} h`;
+  return `${tenths(ms / 86400000)} d`;
+}
+
+// 60 as "60", 2.25 as "2.3".
+function tenths(value) {
+  return Number.isInteger(value) ? String(value) : value.toFixed(1);
 }
 
 // "2026-11-24T10:00" or "2026-11-24T10:00:05" from an <input type=datetime-local>, read as UTC.

@@ -112,12 +112,14 @@ function pullTitle(ack) {
 
 function lateness(late, id, prefix, sampleLabel, maxLabel) {
   const known = late || { sample: 0, p50_ms: null, p99_ms: null, max_ms: null };
+  // Past the last bucket's bound the statistics know only that a ring was later still.
+  const shown = (ms) => (known.over_max && ms !== null && ms >= known.max_ms ? `over ${duration(known.max_ms)}` : duration(ms));
   return el(
     "div",
     { class: "cards", id },
-    card("p50", duration(known.p50_ms), `${prefix}p50`),
-    card("p99", duration(known.p99_ms), `${prefix}p99`),
-    card(maxLabel, duration(known.max_ms), `${prefix}max`),
+    card("p50", shown(known.p50_ms), `${prefix}p50`),
+    card("p99", shown(known.p99_ms), `${prefix}p99`),
+    card(maxLabel, shown(known.max_ms), `${prefix}max`),
     card(sampleLabel, late ? known.sample.toLocaleString("en-US") : "–", `${prefix}sample`),
   );
 }
