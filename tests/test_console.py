@@ -164,6 +164,9 @@ def test_login_then_overview(page: Page, server: ConsoleServer, shots: Path):
     for status, count in statuses.items():
         expect(page.locator(f"#card-status-{status} .value")).to_have_text(count)
     expect(page.locator("#card-overdue .value")).to_have_text("0")
+    expect(page.locator("#due .card .label")).to_have_text(
+        ["Overdue", "Due within 60 s", "Due within 5 min", "Due within 15 min"]
+    )
     late = server.api("GET", "/v1/overview")["lateness"]
     expect(page.locator("#card-sample .value")).to_have_text(f"{late['sample']:,}")
     expect(page.locator("#card-p99 .value")).to_have_text(re.compile(r"^\d+(\.\d)? m?s$"))
@@ -205,24 +208,6 @@ def test_the_overview_charts_the_last_hour(page: Page, server: ConsoleServer):
     failed_total = chart_line(page, "*", "failed", "failed").get_attribute("d")
     failed_orders = chart_line(page, "orders", "failed", "failed").get_attribute("d")
     assert failed_total != failed_orders  # billing's failed attempts and flaky's expiries
-
-
-def test_a_minute_with_rings_between_minutes_without_is_marked_on_the_chart(
-    page: Page, server: ConsoleServer
-):
-    server.bind("sporadic")
-    due = server.clock.now_ms() + 100
-    server.create("sporadic", "once", "alone", target_ring_at=due)
-    server.step(due)
-    login(page, server)
-    group = page.locator('#stats .chart-group[data-application="sporadic"]')
-    line = group.locator("figure[data-chart=lateness] path.line[data-series=lateness_p99_ms]")
-    expect(line).to_have_attribute("d", re.compile(r"^M[\d.]+,[\d.]+$"))  # one point, no line
-    mark = group.locator("figure[data-chart=lateness] circle.point[data-series=lateness_p99_ms]")
-    expect(mark).to_have_count(1)
-    expect(mark).to_be_visible()
-    box = mark.bounding_box()
-    assert box is not None and box["width"] > 0 and box["height"] > 0
 
 
 def test_the_overview_refreshes_until_paused(page: Page, server: ConsoleServer):
@@ -570,6 +555,14 @@ def test_each_channel_setting_is_edited_and_a_refused_one_says_why_beside_it(
     }  # fmt: skip
 
     hooked.get_by_role("button", name="Edit").click()
+    form.locator("input[name=retry_max]").fill("-1")  # refused in the page, beside the field
+    page.click("#edit-application button[type=submit]")
+    expect(form.locator("[data-error-for=retry_max]")).to_have_text(
+        "retry_max must be 0 or more, not -1"
+    )
+    expect(page.locator("#confirm")).to_be_hidden()
+    expect(page.locator("#flash")).to_contain_text("retry_max must be 0 or more")
+    hooked.get_by_role("button", name="Edit").click()
     form.locator("input[name=webhook_timeout_s]").fill("301")  # over the API's 300 s
     page.click("#edit-application button[type=submit]")
     confirm(page)
@@ -602,6 +595,14 @@ def test_the_webhook_secret_is_rotated_shown_once_and_the_old_one_signs_for_the_
         section = page.locator("#webhook-secret")
         expect(section).to_contain_text("it is not shown again")
         assert old not in page.content()  # a stored secret is never shown
+
+        section.locator("input[name=overlap_s]").fill("-5")  # refused in the page, unasked
+        section.locator("#rotate-secret").click()
+        expect(section.locator("[data-error-for=overlap_s]")).to_have_text(
+            "overlap_s must be 0 or more, not -5"
+        )
+        expect(page.locator("#confirm")).to_be_hidden()
+        assert server.api("GET", rotation)["webhook_secret"] == old
 
         section.locator("input[name=overlap_s]").fill("700000")  # over the API's week
         section.locator("#rotate-secret").click()
@@ -688,6 +689,12 @@ def test_the_console_works_behind_a_reverse_proxy_under_a_path_prefix(
         assert asked and all(url.startswith(f"{proxy}/clock/") for url in asked), asked
         assert any("/clock/v1/overview" in url for url in asked)
         assert any("/clock/console/static/main.js" in url for url in asked)
+        # Its icon is named by the page, under the prefix, so no browser asks for /favicon.ico.
+        icon = page.evaluate("document.querySelector('link[rel=icon]').href")
+        assert icon == f"{proxy}/clock/console/static/icon.svg"
+        answer = requests.get(icon, timeout=10)
+        assert answer.status_code == 200
+        assert answer.headers["Content-Type"].startswith("image/svg+xml")
 
 
 def test_the_pull_consumers_time_to_ack_is_shown_apart(page: Page, server: ConsoleServer):
@@ -708,3 +715,22 @@ def test_the_pull_consumers_time_to_ack_is_shown_apart(page: Page, server: Conso
     expect(page.locator("#card-pull-p50 .value")).to_have_text("250 ms")
     expect(page.locator("#card-p50 .value")).not_to_have_text("250 ms")  # the engine's
     expect(page.locator('#stats .chart-group[data-application="jobs"]')).to_be_visible()
+
+
+def test_a_minute_with_rings_between_minutes_without_is_marked_on_the_chart(
+    page: Page, server: ConsoleServer
+):
+    # Last in the module: its application would be one more in the lists above.
+    server.bind("sporadic")
+    due = server.clock.now_ms() + 100
+    server.create("sporadic", "once", "alone", target_ring_at=due)
+    server.step(due)
+    login(page, server)
+    group = page.locator('#stats .chart-group[data-application="sporadic"]')
+    line = group.locator("figure[data-chart=lateness] path.line[data-series=lateness_p99_ms]")
+    expect(line).to_have_attribute("d", re.compile(r"^M[\d.]+,[\d.]+$"))  # one point, no line
+    mark = group.locator("figure[data-chart=lateness] circle.point[data-series=lateness_p99_ms]")
+    expect(mark).to_have_count(1)
+    expect(mark).to_be_visible()
+    box = mark.bounding_box()
+    assert box is not None and box["width"] > 0 and box["height"] > 0

@@ -4,7 +4,7 @@
 
 import { call, readOnly } from "./api.js";
 import { clearFlash, confirmAction, flash } from "./confirm.js";
-import { capped, el, replace, table } from "./dom.js";
+import { capped, el, numberProblem, replace, table } from "./dom.js";
 import { secretSection } from "./webhook_secret.js";
 
 const SETTINGS = [
@@ -87,6 +87,13 @@ function form(app, rerender) {
   const save = async (event) => {
     event.preventDefault();
     for (const box of Object.values(errors)) replace(box);
+    // The browser's own check of min="0" would block the form without a word: say it here.
+    const refused = EDITABLE.filter((name) => inputs[name].type === "number").map((name) => [name, numberProblem(name, inputs[name].value)]).filter(([, problem]) => problem);
+    for (const [name, problem] of refused) replace(errors[name], problem);
+    if (refused.length) {
+      flash(`Not saved: ${refused[0][1]}`, true);
+      return;
+    }
     const changes = {};
     for (const name of EDITABLE) {
       const given = value(name);
@@ -123,7 +130,7 @@ function form(app, rerender) {
     {},
     el(
       "form",
-      { class: "filters", id: "edit-application", on: { submit: save } },
+      { class: "filters", id: "edit-application", noValidate: true, on: { submit: save } },
       el("h2", {}, `Settings of ${app.name}`),
       SETTINGS.map(([name, label]) => field(name, label)),
       field("channel", "channel"),

@@ -75,6 +75,16 @@ export function duration(ms) {
   return `${tenths(ms / 86400000)} d`;
 }
 
+// What is wrong with a number field's text before anything is asked or sent (null when it
+// is empty or a number of 0 or more), worded as the server words it.
+export function numberProblem(name, raw) {
+  const text = raw.trim();
+  if (text === "") return null;
+  const value = Number(text);
+  if (!Number.isFinite(value)) return `${name} must be a number, not ${JSON.stringify(text)}`;
+  return value < 0 ? `${name} must be 0 or more, not ${text}` : null;
+}
+
 // 60 as "60", 2.25 as "2.3".
 function tenths(value) {
   return Number.isInteger(value) ? String(value) : value.toFixed(1);

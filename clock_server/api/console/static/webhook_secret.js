@@ -4,7 +4,7 @@
 
 import { call, readOnly } from "./api.js";
 import { confirmAction, flash } from "./confirm.js";
-import { el, replace, time } from "./dom.js";
+import { el, numberProblem, replace, time } from "./dom.js";
 
 const OVERLAP_DEFAULT_S = 86400; // the API's own default: a day
 const OVERLAP_MAX_S = 7 * 86400;
@@ -16,6 +16,11 @@ export function secretSection(app) {
   const rotate = async () => {
     replace(overlapError);
     const raw = overlap.value.trim();
+    const problem = numberProblem("overlap_s", raw);
+    if (problem) {
+      replace(overlapError, problem);
+      return;
+    }
     const overlapS = raw === "" ? OVERLAP_DEFAULT_S : Number(raw);
     const ok = await confirmAction(
       `Rotate the webhook secret of ${app.name}?`,
