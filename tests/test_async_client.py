@@ -215,6 +215,7 @@ def test_live_applications_and_what_the_server_says_of_itself(live_url: str) -> 
         assert overview.by_application[app]["pending"] == CappedCount(1, False)
         stats = await client.stats(minutes=2, application=app)
         assert stats.applications == (app,) and len(stats.series["*"]) == 2
+        assert stats.left_out == 0
         assert await client.whoami() == WhoAmI(False, "*", False)
         assert (await client.health())["status"] == "ok"
         assert (await client.live())["status"] == "ok"

@@ -435,12 +435,13 @@ def test_stats_are_typed_and_ask_for_their_minutes_and_application(
         "from": T0,
         "to": T0 + 60_000,
         "applications": ["orders"],
+        "left_out": 7,
         "series": {"*": [minute], "orders": [minute]},
     }
     canned.reply(200, answer)
     stats = client.stats(minutes=1, application="orders")
     assert (stats.minute_ms, stats.from_ms, stats.to_ms) == (60_000, T0, T0 + 60_000)
-    assert stats.applications == ("orders",)
+    assert (stats.applications, stats.left_out) == (("orders",), 7)
     assert stats.series["orders"] == (StatsMinute(T0, 12, 11, 1, 0.2, 0.183, 2.1, None),)
     canned.reply(200, {**answer, "series": {"*": [{"minute": T0}]}})
     with pytest.raises(ClockError) as malformed:

@@ -734,3 +734,27 @@ def test_a_minute_with_rings_between_minutes_without_is_marked_on_the_chart(
     expect(mark).to_be_visible()
     box = mark.bounding_box()
     assert box is not None and box["width"] > 0 and box["height"] > 0
+
+
+def test_the_busiest_applications_are_charted_and_any_other_by_name(
+    page: Page, server: ConsoleServer
+):
+    # Last in the module, after the sporadic one: 25 more applications with statistics.
+    for n in range(25):
+        server.create(f"many-{n:02d}", "one", "far", target_ring_at=NOW + 30 * MIN)
+    server.step()
+    answer = server.api("GET", "/v1/stats?minutes=60")
+    assert len(answer["applications"]) == 20 and answer["left_out"] > 0
+    assert "many-24" not in answer["applications"]  # ties by name: the last is left out
+    login(page, server)
+    groups = page.locator("#stats .chart-group")
+    expect(groups).to_have_count(1 + 20)
+    expect(page.locator("#stats-left-out")).to_have_text(
+        re.compile(rf"^{answer['left_out']} more applications are counted in All applications")
+    )
+    page.fill("#chart-form input[name=application]", "many-24")
+    page.click("#chart-form button[type=submit]")
+    expect(page).to_have_url(re.compile(r"#overview\?chart=many-24$"))
+    expect(page.locator('#stats .chart-group[data-application="many-24"]')).to_be_visible()
+    expect(groups).to_have_count(1 + 21)
+    expect(page.locator("#chart-form input[name=application]")).to_have_value("many-24")

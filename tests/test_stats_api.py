@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from clock_server.api import create_app
+from clock_server.api.stats_bounds import MAX_ENTRIES, MAX_SERIES, busiest, series_bound
 from clock_server.api.tokens import load_tokens
 from clock_server.metrics import Metrics
 from clock_server.minute_stats import BUCKETS, MINUTE_MS, MinuteCounts, bucket_of
@@ -133,3 +134,57 @@ def test_bad_input_is_a_400_naming_the_parameter(client: Any, query: str, field:
     status, body = get(client, ADMIN, query)
     assert status == 400
     assert body["error"]["field"] == field
+
+
+@pytest.mark.parametrize(
+    ("minutes", "bound"), [(1, 20), (60, 20), (685, 20), (686, 19), (720, 19), (1_440, 9)]
+)
+def test_the_series_of_an_answer_are_bounded_by_its_minutes(minutes: int, bound: int):
+    assert series_bound(minutes) == bound
+
+
+@pytest.mark.parametrize(
+    ("activity", "candidates", "most", "expected"),
+    [
+        ({"a": 5, "b": 9, "c": 1}, ["a", "b", "c"], 2, ["a", "b"]),  # listed by name
+        ({"a": 5, "b": 5, "c": 5}, ["c", "b", "a"], 2, ["a", "b"]),  # ties by name
+        ({"a": 5}, ["a", "quiet"], 5, ["a", "quiet"]),  # room for all, active or not
+        ({"a": 5}, ["quiet", "a"], 1, ["a"]),
+        ({}, [], 3, []),
+    ],
+)
+def test_the_busiest_applications_get_a_series(
+    activity: dict[str, int], candidates: list[str], most: int, expected: list[str]
+):
+    assert busiest(activity, candidates, most) == expected
+
+
+def test_many_applications_answer_the_busiest_and_a_total_of_them_all(store: AlarmStore):
+    services = build_services(Settings(), store, SettableClock(NOW), Metrics())
+    many = 50
+    # Application n rings n + 1 alarms in the window's second minute, and creates one a day
+    # before it, outside the window.
+    SqlMinuteStats(store).add(
+        {
+            **{(MINUTE + MINUTE_MS, f"app-{n:02d}"): counts(rung=n + 1) for n in range(many)},
+            **{(MINUTE - 1440 * MINUTE_MS, f"app-{n:02d}"): counts(created=1) for n in range(many)},
+        }
+    )
+    client = create_app(services).test_client()
+    status, body = get(client, None, "minutes=60")
+    assert status == 200
+    busiest_twenty = [f"app-{n:02d}" for n in range(many - MAX_SERIES, many)]
+    assert (body["applications"], body["left_out"]) == (busiest_twenty, many - MAX_SERIES)
+    assert sorted(body["series"]) == ["*", *busiest_twenty]
+    rung = [entry["rung"] for entry in body["series"]["*"]]
+    assert sum(rung) == sum(n + 1 for n in range(many))  # the left out counted in the total
+
+    status, day = get(client, None, "minutes=1440")
+    assert (len(day["applications"]), day["left_out"]) == (9, many - 9)
+    assert len(day["series"]) * 1440 <= MAX_ENTRIES
+    # A series for each of the 50 would be about 10 MB; 10 series are about 2 MB.
+    with client.get("/v1/stats?minutes=1440") as answer:
+        assert len(answer.data) < 3 * 1024 * 1024
+    status, named = get(client, None, "minutes=60&application=app-00")  # one left out above
+    assert (named["applications"], named["left_out"]) == (["app-00"], 0)
+    assert sum(entry["rung"] for entry in named["series"]["app-00"]) == 1

@@ -11,6 +11,7 @@ from flask import Blueprint, Response, jsonify, request
 from clock_server.api.access import authorize, current_grant
 from clock_server.api.answers.stats import Minute, Stats
 from clock_server.api.routes import services
+from clock_server.api.stats_bounds import busiest, series_bound
 from clock_server.api.validation import check_application
 from clock_server.errors import ValidationError
 from clock_server.minute_stats import MINUTE_MS, MinuteCounts, minute_of, quantile
@@ -35,8 +36,14 @@ def get_stats() -> Response:
     to_ms = minute_of(svc.clock.now_ms()) + MINUTE_MS
     from_ms = to_ms - minutes * MINUTE_MS
     rows = SqlMinuteStats(svc.store).read(from_ms, to_ms, chosen)
-    names = sorted(chosen) if chosen is not None else sorted({row.application for row in rows})
-    return jsonify(stats_answer(rows, from_ms, to_ms, names))
+    activity: dict[str, int] = {}
+    for row in rows:
+        activity[row.application] = (
+            activity.get(row.application, 0) + row.counts.rung + row.counts.created
+        )
+    names = busiest(activity, chosen if chosen is not None else activity, series_bound(minutes))
+    left_out = len(activity.keys() - set(names))
+    return jsonify(stats_answer(rows, from_ms, to_ms, names, left_out))
 
 
 def stats_query(args: Mapping[str, str]) -> tuple[int, str | None]:
@@ -54,25 +61,28 @@ def stats_query(args: Mapping[str, str]) -> tuple[int, str | None]:
     return int(raw), application
 
 
-def stats_answer(rows: Iterable[MinuteRow], from_ms: int, to_ms: int, names: list[str]) -> Stats:
-    """One entry per minute from `from_ms` to `to_ms` for each of `names` and for their
-    total, "*"."""
+def stats_answer(
+    rows: Iterable[MinuteRow], from_ms: int, to_ms: int, names: list[str], left_out: int = 0
+) -> Stats:
+    """One entry per minute from `from_ms` to `to_ms` for each of `names`, and for the total
+    of every row, "*" (the `left_out` applications without a series of their own
+    included)."""
     by_key = {(row.minute, row.application): row.counts for row in rows}
     minutes = range(from_ms, to_ms, MINUTE_MS)
-    series: dict[str, list[Minute]] = {}
     totals = {minute: MinuteCounts() for minute in minutes}
-    for name in names:
-        entries = []
-        for minute in minutes:
-            counts = by_key.get((minute, name), MinuteCounts())
+    for (minute, _), counts in by_key.items():
+        if minute in totals:
             totals[minute].add(counts)
-            entries.append(minute_entry(minute, counts))
-        series[name] = entries
+    series = {
+        name: [minute_entry(m, by_key.get((m, name), MinuteCounts())) for m in minutes]
+        for name in names
+    }
     answer: Stats = {
         "minute_ms": MINUTE_MS,
         "from": from_ms,
         "to": to_ms,
         "applications": names,
+        "left_out": left_out,
         "series": {TOTAL: [minute_entry(m, totals[m]) for m in minutes], **series},
     }
     return answer

@@ -415,7 +415,10 @@ class ClockClient:
         """The per-minute statistics of the last ``minutes`` (1 to 1440; ``GET /v1/stats``):
         alarms created, rung and failed, and the engine's lateness, by application and in
         total (``"*"``). A token of every application sees every application (or the one
-        named), an application's token its own (Forbidden for another's)."""
+        named), an application's token its own (Forbidden for another's). Without
+        ``application``, at most 20 applications, the busiest, get a series of their own
+        (fewer for more than 685 minutes); ``left_out`` says how many more are in the total
+        only."""
         return self._send(calls.stats(minutes, application))
 
     def live(self) -> dict[str, Any]:

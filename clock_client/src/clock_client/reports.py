@@ -140,14 +140,17 @@ class StatsMinute:
 @dataclass(frozen=True, slots=True)
 class Stats:
     """The per-minute statistics (``GET /v1/stats``): from ``from_ms`` to ``to_ms``, one
-    entry per minute of ``minute_ms`` in every series; ``series`` by application, and
-    ``"*"`` for the total over ``applications``."""
+    entry per minute of ``minute_ms`` in every series; ``series`` by application (those of
+    ``applications``: at most 20, the busiest), and ``"*"`` for the total over every
+    application; ``left_out``: the applications with statistics in the window but no series
+    of their own (ask for one by name)."""
 
     minute_ms: int
     from_ms: int
     to_ms: int
     applications: tuple[str, ...]
     series: Mapping[str, tuple[StatsMinute, ...]]
+    left_out: int = 0
 
 
 def stats_from_json(data: Mapping[str, Any]) -> Stats:
@@ -162,6 +165,7 @@ def stats_from_json(data: Mapping[str, Any]) -> Stats:
                 str(name): tuple(StatsMinute.from_dict(entry) for entry in entries)
                 for name, entries in data["series"].items()
             },
+            left_out=int(data.get("left_out", 0)),
         )
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise _bad(f"malformed stats: {exc!r}") from exc

@@ -35,10 +35,21 @@ Stats = TypedDict(
         "minute_ms": int,
         "from": Annotated[EpochMs, Field(description="start of the first minute")],
         "to": Annotated[EpochMs, Field(description="end of the last (current, partial) minute")],
-        "applications": list[str],
+        "applications": Annotated[
+            list[str],
+            Field(description="those with a series of their own: at most 20, the busiest"),
+        ],
+        "left_out": Annotated[
+            int,
+            Field(
+                ge=0,
+                description="applications with statistics in the window but no series of "
+                "their own (counted in the total); ask for one by `application`",
+            ),
+        ],
         "series": Annotated[
             dict[str, list[Minute]],
-            Field(description='by application, and "*": the total over `applications`'),
+            Field(description='by application, and "*": the total over every application'),
         ],
     },
 )

@@ -107,7 +107,7 @@ function build(route, rest) {
     const slash = rest.indexOf("/");
     return alarmPage(decodeURIComponent(rest.slice(0, slash)), decodeURIComponent(rest.slice(slash + 1)), render);
   }
-  return overviewPage();
+  return overviewPage(new URLSearchParams(rest), navigate);
 }
 
 // "#alarm/<a>/<b>" -> ["alarm", "<a>/<b>"]; "#search?x=1" -> ["search", "x=1"].

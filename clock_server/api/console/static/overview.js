@@ -4,25 +4,27 @@
 import { call, stats } from "./api.js";
 import { capped, cell, duration, el, replace, table, time, timeCell } from "./dom.js";
 import { Refresher } from "./refresh.js";
-import { statsCharts } from "./stats_charts.js";
+import { chartForm, statsCharts } from "./stats_charts.js";
 
 const STATUSES = ["pending", "delivering", "rung", "cancelled", "expired", "dead"];
 const REFRESH_MS = 5000;
 const STATS_MINUTES = 60;
 
-export async function overviewPage() {
+// params: "chart", an application to chart beside those the statistics chart by themselves.
+export async function overviewPage(params = new URLSearchParams(), navigate = () => {}) {
+  const chart = params.get("chart");
   const body = el("div", { id: "overview-body" });
   const state = el("span", { id: "refresh-state", class: "muted", role: "status" });
   const toggle = el("button", { type: "button", id: "refresh-toggle", "aria-pressed": "false" }, "Pause");
-  const root = el("div", { id: "overview" }, el("h1", {}, "Overview"), el("div", { class: "actions", id: "refresh" }, toggle, state), body);
-  const refresher = new Refresher(root, REFRESH_MS, () => read(body), (now) => {
+  const root = el("div", { id: "overview" }, el("h1", {}, "Overview"), el("div", { class: "actions", id: "refresh" }, toggle, state), chartForm(chart, navigate), body);
+  const refresher = new Refresher(root, REFRESH_MS, () => read(body, chart), (now) => {
     replace(toggle, now.paused ? "Resume" : "Pause");
     toggle.setAttribute("aria-pressed", String(now.paused));
     root.dataset.refreshing = now.paused ? "paused" : "on";
     replace(state, stateText(now));
   });
   toggle.addEventListener("click", () => refresher.toggle());
-  (await read(body))();
+  (await read(body, chart))();
   refresher.start();
   refresher.report();
   return root;
@@ -35,9 +37,22 @@ function stateText({ paused, lastAt, error }) {
 }
 
 // Both readings, then a function that shows them.
-async function read(body) {
-  const [data, last] = await Promise.all([call("GET", "/v1/overview"), stats(STATS_MINUTES).catch((error) => ({ error }))]);
+async function read(body, chart) {
+  const [data, last] = await Promise.all([call("GET", "/v1/overview"), lastHour(chart)]);
   return () => replace(body, sections(data, last));
+}
+
+// The statistics of the last hour, with `chart`'s series too when they left it out.
+async function lastHour(chart) {
+  try {
+    const all = await stats(STATS_MINUTES);
+    if (!chart || all.series[chart]) return { ...all, asked: chart };
+    const one = await stats(STATS_MINUTES, chart).catch((error) => ({ error }));
+    if (one.error) return { ...all, asked: chart, askedError: one.error };
+    return { ...all, asked: chart, applications: [...all.applications, chart], series: { ...all.series, [chart]: one.series[chart] } };
+  } catch (error) {
+    return { error };
+  }
 }
 
 function sections(data, last) {

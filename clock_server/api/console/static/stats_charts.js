@@ -46,10 +46,26 @@ function group(name, title, points) {
 export function statsCharts(stats) {
   if (stats.error) return el("p", { class: "error", id: "stats-error" }, `The statistics could not be read: ${stats.error.message}`);
   const series = stats.series || {};
+  const more = stats.left_out === 1 ? "1 more application is" : `${(stats.left_out || 0).toLocaleString("en-US")} more applications are`;
   return el(
     "div",
     { id: "stats" },
+    stats.left_out ? el("p", { id: "stats-left-out", class: "muted" }, `${more} counted in All applications only: the busiest are charted on their own, and any other by name (Chart an application, above).`) : null,
+    stats.askedError ? el("p", { class: "error", id: "chart-error" }, `${stats.asked} could not be charted: ${stats.askedError.message}`) : null,
     series[TOTAL] ? group(TOTAL, "All applications", series[TOTAL]) : null,
     stats.applications.filter((name) => series[name]).map((name) => group(name, name, series[name])),
   );
+}
+
+// A field to chart an application by name, which the statistics may have left out; made once
+// per page, so that the readings every few seconds do not wipe what is being typed.
+// navigate: goes to a hash of the console, here "#overview?chart=<name>".
+export function chartForm(asked, navigate) {
+  const name = el("input", { name: "application", type: "text", size: "24", value: asked || "" });
+  const chart = (event) => {
+    event.preventDefault();
+    const wanted = name.value.trim();
+    navigate(wanted ? `#overview?chart=${encodeURIComponent(wanted)}` : "#overview");
+  };
+  return el("form", { id: "chart-form", class: "actions", on: { submit: chart } }, el("label", {}, "Chart an application", name), el("button", { type: "submit" }, "Chart"));
 }
