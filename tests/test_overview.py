@@ -4,6 +4,9 @@ statistics, and who may read it. On SQLite and MariaDB."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 from clock_server.api import create_app
@@ -129,6 +132,20 @@ def test_a_ring_on_time_to_the_millisecond_reads_0_ms(store: AlarmStore):
     client = create_app(build_services(Settings(), store, SettableClock(NOW), Metrics()))
     lateness = client.test_client().get("/v1/overview").get_json()["lateness"]
     assert (lateness["p50_ms"], lateness["p99_ms"], lateness["max_ms"]) == (0, 0, 0)
+
+
+def test_the_documented_overview_has_the_server_s_caps_and_lateness_keys(store: AlarmStore):
+    page = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text("utf-8")
+    example = page[page.index("`GET /v1/overview` answers") :]
+    caps = re.search(r'"count_cap": (\d+), "application_count_cap": (\d+)', example)
+    lateness = re.search(r'"lateness": (\{[^{}]*\})', example)
+    pull_ack = re.search(r'"pull_ack": (\{[^{}]*\})', example)
+    assert caps and lateness and pull_ack, "the overview's example in docs/api.md"
+    client = create_app(build_services(Settings(), store, SettableClock(NOW), Metrics()))
+    body = client.test_client().get("/v1/overview").get_json()
+    assert (int(caps[1]), int(caps[2])) == (body["count_cap"], body["application_count_cap"])
+    assert json.loads(lateness[1]).keys() == body["lateness"].keys()
+    assert json.loads(pull_ack[1]).keys() == body["pull_ack"].keys()
 
 
 def test_the_overview_needs_a_token_of_every_application(store: AlarmStore):
