@@ -758,3 +758,18 @@ def test_the_busiest_applications_are_charted_and_any_other_by_name(
     expect(page.locator('#stats .chart-group[data-application="many-24"]')).to_be_visible()
     expect(groups).to_have_count(1 + 21)
     expect(page.locator("#chart-form input[name=application]")).to_have_value("many-24")
+
+
+def test_a_ring_days_late_reads_over_the_last_bucket(page: Page, server: ConsoleServer):
+    # Last in the module: the overview's lateness is then days for what follows.
+    server.bind("sporadic")
+    now = server.clock.now_ms()
+    days_ago = now - 3 * 24 * 60 * MIN
+    server.create(
+        "sporadic", "days-late", "late", target_ring_at=days_ago, latest_ring_at=now + MIN
+    )
+    server.step(now + 1000)
+    assert server.api("GET", "/v1/alarms/sporadic/days-late")["status"] == "rung"
+    assert server.api("GET", "/v1/overview")["lateness"]["over_max"] is True
+    login(page, server)
+    expect(page.locator("#card-max .value")).to_have_text("over 1 d")  # not "1 d": 3 days

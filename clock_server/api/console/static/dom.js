@@ -71,7 +71,7 @@ export function duration(ms) {
   if (size < 1000) return `${ms} ms`;
   if (size < 120000) return `${tenths(ms / 1000)} s`;
   if (size < 7200000) return `${tenths(ms / 60000)} min`;
-  if (size < 172800000) return `${tenths(ms / 3600000)} h`;
+  if (size < 86400000) return `${tenths(ms / 3600000)} h`;
   return `${tenths(ms / 86400000)} d`;
 }
 
