@@ -267,6 +267,27 @@ def test_a_trusted_prefix_that_is_not_a_path_is_refused(
         assert "Location" not in answer.headers
 
 
+def test_a_proxy_on_another_port_passes_the_host_with_its_port(
+    store: AlarmStore, fake_clock: SettableClock
+) -> None:
+    """The reverse-proxy example of docs/operations.md: nginx's $http_host keeps the port the
+    console's Origin names, $host drops it."""
+    public = {"Origin": "https://ops.example.com:8443", **PREFIX}
+    edge = Edge(store, fake_clock, allowed_hosts="ops.example.com", trusted_proxy_hops=1)
+    http_host = {**public, "Host": "ops.example.com:8443"}
+    assert edge.create("http-host", **http_host).status_code == 201
+    host = {**public, "Host": "ops.example.com"}
+    _error(edge.create("host", **host), 403, "forbidden")
+    named = Edge(
+        store,
+        fake_clock,
+        allowed_hosts="ops.example.com",
+        allowed_origins="https://ops.example.com:8443",
+        trusted_proxy_hops=1,
+    )
+    assert named.create("host-and-origin", **host).status_code == 201
+
+
 def test_probes_and_metrics_answer_whatever_the_trusted_prefix(
     store: AlarmStore, fake_clock: SettableClock
 ) -> None:
