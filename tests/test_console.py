@@ -210,12 +210,19 @@ def test_the_overview_charts_the_last_hour(page: Page, server: ConsoleServer):
     assert failed_total != failed_orders  # billing's failed attempts and flaky's expiries
 
 
-def test_the_overview_refreshes_until_paused(page: Page, server: ConsoleServer):
+def logged_in_on_a_paused_clock(page: Page, server: ConsoleServer) -> list[str]:
+    """The page logged in with its timers on Playwright's clock, paused; returns the list
+    the page's reads of /v1/stats are appended to."""
     page.clock.install()
     page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=1))
     stats_read: list[str] = []
     page.on("request", lambda r: stats_read.append(r.url) if "/v1/stats" in r.url else None)
     login(page, server)
+    return stats_read
+
+
+def test_the_overview_refreshes_until_paused(page: Page, server: ConsoleServer):
+    stats_read = logged_in_on_a_paused_clock(page, server)
     rung = page.locator("#card-status-rung .value")
     rings = chart_line(page, "orders", "throughput", "rings_per_s")
     expect(rings).to_have_attribute("d", re.compile("L"))
@@ -249,11 +256,7 @@ HIDE_TAB = """hidden => {
 
 
 def test_the_overview_is_not_read_while_its_tab_is_hidden(page: Page, server: ConsoleServer):
-    page.clock.install()
-    page.clock.pause_at(datetime.now(UTC) + timedelta(seconds=1))
-    stats_read: list[str] = []
-    page.on("request", lambda r: stats_read.append(r.url) if "/v1/stats" in r.url else None)
-    login(page, server)
+    stats_read = logged_in_on_a_paused_clock(page, server)
     rung = page.locator("#card-status-rung .value")
     expect(page.locator("#refresh-state")).to_contain_text("Every 5 s")
     page.evaluate(HIDE_TAB, True)
