@@ -19,7 +19,7 @@ from prometheus_client import (
     multiprocess,
 )
 
-from clock_server.minute_stats import MinuteTally
+from clock_server.minute_stats import MinuteTally, RingTally
 
 _LATENESS_BUCKETS_S = (
     0.001,
@@ -345,6 +345,20 @@ class Metrics:
         for application, count in tally.items():
             if count:
                 counter.labels(application).inc(count)
+
+    def count_pull_lapses(
+        self,
+        now_ms: int,
+        expired: Mapping[str, int],
+        dead: Mapping[str, int],
+    ) -> None:
+        """What a pull or the sweep found of the pull channel's messages at `now_ms`, by
+        application: expired and dead, each a failure of the per-minute statistics."""
+        Metrics.count(self.expired, expired)
+        Metrics.count(self.dead, dead)
+        failed = Tally(expired) + Tally(dead)
+        if failed:
+            self.minutes.rang(now_ms, {name: RingTally(failed=n) for name, n in failed.items()})
 
     def count_cancelled(self, application: str, count: int = 1) -> None:
         """`count` pending alarms of `application` cancelled."""

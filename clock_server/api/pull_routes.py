@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import cast
 
@@ -21,7 +20,6 @@ from clock_server.api.services import Services
 from clock_server.api.validation import check_application
 from clock_server.errors import Conflict
 from clock_server.metrics import Metrics
-from clock_server.minute_stats import RingTally
 from clock_server.model import PULL, ApplicationPolicy
 from clock_server.store.pulls import Leased, RetryLimits, SqlPullQueue
 
@@ -118,11 +116,6 @@ def _pull_policy(svc: Services, application: str) -> ApplicationPolicy:
 
 
 def _count(metrics: Metrics, application: str, leased: Leased, now_ms: int) -> None:
-    """Count what a lease did; the alarms it found expired or dead are failures of the
-    per-minute statistics."""
+    """Count what a lease did: messages leased, and what it found expired or dead."""
     Metrics.count(metrics.pulled, {application: len(leased.messages)})
-    Metrics.count(metrics.expired, leased.expired)
-    Metrics.count(metrics.dead, leased.dead)
-    failed = Counter(leased.expired) + Counter(leased.dead)
-    if failed:
-        metrics.minutes.rang(now_ms, {name: RingTally(failed=n) for name, n in failed.items()})
+    metrics.count_pull_lapses(now_ms, leased.expired, leased.dead)

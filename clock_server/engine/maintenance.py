@@ -1,6 +1,6 @@
 """Periodic maintenance jobs on an APScheduler background scheduler: the backlog gauge, the
-requeue of pull messages whose application left the pull channel, the retention purge, and
-the per-minute statistics' purge."""
+requeue of pull messages whose application left the pull channel, the sweep of pull messages
+no puller will finish, the retention purge, and the per-minute statistics' purge."""
 
 from __future__ import annotations
 
@@ -10,15 +10,24 @@ from collections.abc import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from clock_server.engine.pull_sweep import PULL_SWEEP_JOB, PullSweep
 from clock_server.engine.stats_purge import STATS_PURGE_JOB, StatsPurge
 from clock_server.metrics import Metrics
 from clock_server.model import CANCELLED, DEAD, EXPIRED, RUNG
-from clock_server.store.ports import BacklogCounter, FinishedAlarmPurger, JobLease, PullRequeue
+from clock_server.store.ports import (
+    BacklogCounter,
+    FinishedAlarmPurger,
+    JobLease,
+    PullRequeue,
+    PullSwept,
+)
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
 
 OVERDUE_GRACE_MS = 5_000
+# How often the backlog gauge, the requeue and the sweep of pull messages run.
+MAINTENANCE_INTERVAL_S = 15.0
 
 
 class Maintenance:
@@ -29,10 +38,11 @@ class Maintenance:
         store: BacklogCounter,
         clock: Clock,
         metrics: Metrics,
-        interval_s: float = 15.0,
+        interval_s: float = MAINTENANCE_INTERVAL_S,
         purge: RetentionPurge | None = None,
         requeue: PullRequeue | None = None,
         stats_purge: StatsPurge | None = None,
+        pull_sweep: PullSweep | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -41,6 +51,7 @@ class Maintenance:
         self.purge = purge
         self.requeue = requeue
         self.stats_purge = stats_purge
+        self.pull_sweep = pull_sweep
         self._scheduler: BackgroundScheduler | None = None
 
     def start(self) -> None:
@@ -50,6 +61,8 @@ class Maintenance:
         ]
         if self.requeue is not None:
             jobs.append((self.requeue_left_pull, self.interval_s, "requeue_left_pull"))
+        if self.pull_sweep is not None:
+            jobs.append((self.sweep_pulls, self.pull_sweep.interval_s, PULL_SWEEP_JOB))
         if self.purge is not None:
             jobs.append((self.purge_finished, self.purge.interval_s, PURGE_JOB))
         if self.stats_purge is not None:
@@ -102,6 +115,16 @@ class Maintenance:
                 extra={"action": "pull_messages_requeued"},
             )
         return requeued
+
+    def sweep_pulls(self) -> PullSwept | None:
+        """One run of the pull sweep: what it finished, None when another server holds its
+        lease or the database failed under it."""
+        assert self.pull_sweep is not None
+        try:
+            return self.pull_sweep.run()
+        except Exception:
+            log.exception("the pull sweep failed", extra={"action": "maintenance_error"})
+            return None
 
     def purge_finished(self) -> int | None:
         """One run of the retention purge: how many alarms it deleted, None when another

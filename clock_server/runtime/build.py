@@ -16,7 +16,8 @@ from clock_server.broker.publisher import DeadLetterPublisher, Publisher
 from clock_server.deadline import Deadline
 from clock_server.delivery.sender_port import WebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
-from clock_server.engine.maintenance import Maintenance, RetentionPurge
+from clock_server.engine.maintenance import MAINTENANCE_INTERVAL_S, Maintenance, RetentionPurge
+from clock_server.engine.pull_sweep import PullSweep
 from clock_server.engine.stats_purge import StatsPurge
 from clock_server.engine.stats_writer import StatsWriter
 from clock_server.errors import ConfigError
@@ -31,6 +32,7 @@ from clock_server.store.db_tls import check_connection
 from clock_server.store.minute_stats import SqlMinuteStats
 from clock_server.store.ports import ApplicationPolicies
 from clock_server.store.pull_requeue import SqlPullRequeue
+from clock_server.store.pull_sweep import SqlPullSweep
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
 from clock_server.store.secret_box import SecretBox
 from clock_server.store.stored_secrets import StoredSecrets
@@ -212,8 +214,8 @@ def amqp_publishers(settings: Settings, metrics: Metrics) -> tuple[AmqpPublisher
 def build_maintenance(
     settings: Settings, store: AlarmStore, clock: Clock, metrics: Metrics
 ) -> Maintenance:
-    """The periodic jobs: the backlog gauge, the requeue of pull messages, the retention
-    purge, the statistics' purge."""
+    """The periodic jobs: the backlog gauge, the requeue and the sweep of pull messages,
+    the retention purge, the statistics' purge."""
     purge = RetentionPurge(
         SqlFinishedAlarmPurger(store),
         SqlJobLease(store),
@@ -232,6 +234,17 @@ def build_maintenance(
         retention_days=settings.stats_retention_days,
         interval_s=settings.purge_interval_s,
     )
+    sweeper = SqlPullSweep(
+        store, settings.retry_max, dead_letters=bool(settings.dead_letter_exchange)
+    )
+    pull_sweep = PullSweep(
+        sweeper,
+        SqlJobLease(store),
+        clock,
+        metrics,
+        owner=settings.instance_id,
+        interval_s=MAINTENANCE_INTERVAL_S,
+    )
     return Maintenance(
         store,
         clock,
@@ -239,6 +252,7 @@ def build_maintenance(
         purge=purge,
         requeue=SqlPullRequeue(store),
         stats_purge=stats_purge,
+        pull_sweep=pull_sweep,
     )
 
 

@@ -126,6 +126,25 @@ class PullRequeue(Protocol):
         ...
 
 
+class PullSweeper(Protocol):
+    """Pull messages that no puller will finish: past their cutoff or with their leases
+    spent (store.pull_sweep)."""
+
+    def sweep(self, now_ms: int) -> PullSwept:
+        """Expire or kill them, as a pull would; how many of each, by application."""
+        ...
+
+
+class PullSwept(Protocol):
+    """What a sweep finished, by application."""
+
+    @property
+    def expired(self) -> Mapping[str, int]: ...
+
+    @property
+    def dead(self) -> Mapping[str, int]: ...
+
+
 class Takeover(NamedTuple):
     """What giving back a dead engine's claims did."""
 

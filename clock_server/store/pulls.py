@@ -7,9 +7,10 @@ until then and comes back if it is not acked by then; `retry_times` counts the l
 out. Webhook calls are `delivering` too, but keep their engine in `claimed_by`: they are never
 read here.
 
-A lease finds each row's fate under its row lock, as a ring batch does: past its cutoff it
-expires, with its leases spent it is dead, otherwise it is leased (again). An ack makes the
-row rung, whether or not its lease has ended.
+A lease finds each row's fate under its row lock, as a ring batch does (`pull_fate`): past
+its cutoff it expires, with its leases spent it is dead, otherwise it is leased (again). The
+sweep (store.pull_sweep) finishes the expired and the dead the same way (`finish_lapsed`)
+when no puller comes. An ack makes the row rung, whether or not its lease has ended.
 """
 
 from __future__ import annotations
@@ -73,6 +74,58 @@ class Leased:
     messages: list[LeasedMessage] = field(default_factory=list)
     expired: dict[str, int] = field(default_factory=dict)
     dead: dict[str, int] = field(default_factory=dict)
+
+
+LEASE = "lease"
+
+
+def pull_fate(row: RingRow, now_ms: int, retry: RetryLimits) -> str:
+    """What a ready pull message (delivering, nobody's, its lease if any ended) found at
+    `now_ms` becomes: EXPIRED past its cutoff, DEAD once `retry.max_retries` + 1 leases
+    ended unacked, else LEASE (a pull leases it; the sweep leaves it ready for one)."""
+    if row.latest_ring_at is not None and row.latest_ring_at < now_ms:
+        return EXPIRED
+    if row.retry_times > retry.max_retries:
+        return DEAD
+    return LEASE
+
+
+def finish_lapsed(
+    conn: Connection,
+    expired: list[RingRow],
+    dead: list[RingRow],
+    now_ms: int,
+    dead_letters: bool,
+) -> None:
+    """Mark the locked `expired` and `dead` rows so, with their history events, and with
+    `dead_letters` a dead letter for each dead one, in the caller's transaction."""
+    events: list[EventRow] = []
+    for row in expired:
+        events.append(
+            event(row.id, now_ms, EXPIRED, ENGINE,
+                  latest_ring_at=row.latest_ring_at, attempts=row.retry_times)
+        )  # fmt: skip
+    for row in dead:
+        events.append(
+            event(row.id, now_ms, ATTEMPT_FAILED, ENGINE,
+                  attempt=row.retry_times, error=NOT_ACKED)
+        )  # fmt: skip
+        events.append(
+            event(row.id, now_ms, DEAD, ENGINE, attempts=row.retry_times, error=NOT_ACKED)
+        )
+    _finish(conn, [row.id for row in expired], EXPIRED, now_ms)
+    _finish(conn, [row.id for row in dead], DEAD, now_ms)
+    write_events(conn, events)
+    if dead and dead_letters:
+        _write_dead_letters(conn, dead, now_ms)
+
+
+def by_application(rows: list[RingRow]) -> dict[str, int]:
+    """How many of `rows` each application has."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.application] = counts.get(row.application, 0) + 1
+    return counts
 
 
 class SqlPullQueue:
@@ -172,21 +225,11 @@ class SqlPullQueue:
         messages: list[LeasedMessage] = []
         size = 0
         for row in rows:
-            if row.latest_ring_at is not None and row.latest_ring_at < now_ms:
+            fate = pull_fate(row, now_ms, retry)
+            if fate == EXPIRED:
                 expired.append(row)
-                events.append(
-                    event(row.id, now_ms, EXPIRED, ENGINE,
-                          latest_ring_at=row.latest_ring_at, attempts=row.retry_times)
-                )  # fmt: skip
-            elif row.retry_times > retry.max_retries:
+            elif fate == DEAD:
                 dead.append(row)
-                events.append(
-                    event(row.id, now_ms, ATTEMPT_FAILED, ENGINE,
-                          attempt=row.retry_times, error=NOT_ACKED)
-                )  # fmt: skip
-                events.append(
-                    event(row.id, now_ms, DEAD, ENGINE, attempts=row.retry_times, error=NOT_ACKED)
-                )
             else:
                 message = LeasedMessage(
                     row.id, row.retry_times + 1, leased_until, ring_message(row, now_ms)
@@ -202,8 +245,7 @@ class SqlPullQueue:
                         event(row.id, now_ms, ATTEMPT_FAILED, ENGINE,
                               attempt=row.retry_times, error=NOT_ACKED, retry_at=now_ms)
                     )  # fmt: skip
-        self._finish(conn, [row.id for row in expired], EXPIRED, now_ms)
-        self._finish(conn, [row.id for row in dead], DEAD, now_ms)
+        finish_lapsed(conn, expired, dead, now_ms, self.dead_letters)
         for chunk in chunks([row.id for row in leased], _ID_CHUNK):
             conn.exec_driver_sql(
                 f"UPDATE {_TABLE} SET next_try_time = {int(leased_until)},"
@@ -211,36 +253,27 @@ class SqlPullQueue:
                 f" update_time = {int(now_ms)} WHERE id IN ({id_list(chunk)})"
             )
         write_events(conn, events)
-        if dead and self.dead_letters:
-            self._write_dead_letters(conn, dead, now_ms)
         return Leased(
             messages=messages,
-            expired=_by_application(expired),
-            dead=_by_application(dead),
+            expired=by_application(expired),
+            dead=by_application(dead),
         )
 
-    @staticmethod
-    def _finish(conn: Connection, ids: list[int], status: str, now_ms: int) -> None:
-        """A final status; next_try_time = now_ms, the order finished alarms are read in."""
-        for chunk in chunks(ids, _ID_CHUNK):
-            conn.exec_driver_sql(
-                f"UPDATE {_TABLE} SET status = '{status}', version = version + 1,"
-                f" next_try_time = {int(now_ms)}, update_time = {int(now_ms)}"
-                f" WHERE id IN ({id_list(chunk)})"
-            )
 
-    @staticmethod
-    def _write_dead_letters(conn: Connection, dead: list[RingRow], now_ms: int) -> None:
-        # DeadLetterRows counts a ring batch's row's failed tries plus the last one; here
-        # the last lease is among retry_times already.
-        before_last = {row.id: row._replace(retry_times=row.retry_times - 1) for row in dead}
-        letters = DeadLetterRows(before_last.get)
-        letters.dead(list(before_last), now_ms, NOT_ACKED)
-        letters.write(conn)
+def _finish(conn: Connection, ids: list[int], status: str, now_ms: int) -> None:
+    """A final status; next_try_time = now_ms, the order finished alarms are read in."""
+    for chunk in chunks(ids, _ID_CHUNK):
+        conn.exec_driver_sql(
+            f"UPDATE {_TABLE} SET status = '{status}', version = version + 1,"
+            f" next_try_time = {int(now_ms)}, update_time = {int(now_ms)}"
+            f" WHERE id IN ({id_list(chunk)})"
+        )
 
 
-def _by_application(rows: list[RingRow]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.application] = counts.get(row.application, 0) + 1
-    return counts
+def _write_dead_letters(conn: Connection, dead: list[RingRow], now_ms: int) -> None:
+    # DeadLetterRows counts a ring batch's row's failed tries plus the last one; here
+    # the last lease is among retry_times already.
+    before_last = {row.id: row._replace(retry_times=row.retry_times - 1) for row in dead}
+    letters = DeadLetterRows(before_last.get)
+    letters.dead(list(before_last), now_ms, NOT_ACKED)
+    letters.write(conn)

@@ -1,0 +1,53 @@
+"""Finishing the pull messages nobody will pull again, by the server holding the job's lease:
+those past their cutoff expire, those whose leases are spent die, as a pull finds them."""
+
+from __future__ import annotations
+
+import logging
+
+from clock_server.metrics import Metrics
+from clock_server.store.ports import JobLease, PullSweeper, PullSwept
+from clock_server.timesource import Clock
+
+log = logging.getLogger(__name__)
+
+PULL_SWEEP_JOB = "sweep_pull_messages"
+
+
+class PullSweep:
+    """One run takes the job's lease, then sweeps every pull application's ready messages
+    and counts what it finished: expired, dead, and failed in the per-minute statistics."""
+
+    def __init__(
+        self,
+        sweeper: PullSweeper,
+        lease: JobLease,
+        clock: Clock,
+        metrics: Metrics,
+        *,
+        owner: str,
+        interval_s: float,
+    ) -> None:
+        self.sweeper = sweeper
+        self.lease = lease
+        self.clock = clock
+        self.metrics = metrics
+        self.owner = owner
+        self.interval_s = interval_s
+        self.lease_ms = int(interval_s * 2 * 1000)
+
+    def run(self) -> PullSwept | None:
+        """What the sweep finished; None when another server holds the lease."""
+        now_ms = self.clock.now_ms()
+        if not self.lease.take(PULL_SWEEP_JOB, self.owner, now_ms, now_ms + self.lease_ms):
+            return None
+        swept = self.sweeper.sweep(now_ms)
+        self.metrics.count_pull_lapses(now_ms, swept.expired, swept.dead)
+        if swept.expired or swept.dead:
+            log.warning(
+                "finished pull messages no puller took: expired %s, dead %s",
+                dict(swept.expired),
+                dict(swept.dead),
+                extra={"action": "pull_messages_swept"},
+            )
+        return swept

@@ -1,0 +1,123 @@
+"""Pull messages finished when no puller comes: those whose cutoff passed and those whose
+last lease ended unacked with their leases spent.
+
+A pull finds such a message only when somebody pulls its application again (store.pulls);
+when the pullers are gone, the sweep does it instead, with the same decision (`pull_fate`)
+and the same writes (`finish_lapsed`): expired, or dead with its events and dead letter.
+A message with leases left stays ready for the next pull, untouched. Each application is
+read by the (application, status, next_try_time) index a batch at a time, without locks;
+the rows to finish are then locked by id in a short transaction of their own, skipping
+those a pull holds, and only those still ready (nobody's, their lease ended) are finished:
+a message leased again in between is left to its puller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import select, text
+
+from clock_server.model import DEAD, DELIVERING, EXPIRED, PULL, RingRow
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.pulls import RetryLimits, by_application, finish_lapsed, pull_fate
+from clock_server.store.row_locks import RING_COLUMNS
+from clock_server.store.schema import alarm_table, application_table
+from clock_server.store.sql import id_list, translate_errors
+
+_TABLE = alarm_table.name
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """What one sweep finished, by application."""
+
+    expired: dict[str, int] = field(default_factory=dict)
+    dead: dict[str, int] = field(default_factory=dict)
+
+
+class SqlPullSweep:
+    """Finishes the lapsed messages of every application on the pull channel.
+
+    `retry_max` is the server's default, for applications that set none; with
+    `dead_letters`, a message that dies also gets a dead letter.
+    """
+
+    def __init__(
+        self, store: AlarmStore, retry_max: int, dead_letters: bool, batch: int = 1_000
+    ) -> None:
+        self.store = store
+        self.retry_max = retry_max
+        self.dead_letters = dead_letters
+        self.batch = batch
+
+    def sweep(self, now_ms: int) -> Swept:
+        """Expire or kill, at `now_ms`, every pull message found ready (nobody's, its lease
+        if any ended) past its cutoff or with its leases spent; how many, by application."""
+        expired: list[RingRow] = []
+        dead: list[RingRow] = []
+        for application, retry in self._pull_applications().items():
+            after = (-(2**62), 0)
+            while True:
+                candidates = self._candidates(application, retry, now_ms, after)
+                if candidates:
+                    gone, died = self._finish(candidates, retry, now_ms)
+                    expired += gone
+                    dead += died
+                    after = candidates[-1]
+                if len(candidates) < self.batch:
+                    break
+        return Swept(expired=by_application(expired), dead=by_application(dead))
+
+    def _pull_applications(self) -> dict[str, RetryLimits]:
+        columns = (application_table.c.name, application_table.c.retry_max)
+        with translate_errors(), self.store.db.connect() as conn:
+            rows = conn.execute(select(*columns).where(application_table.c.channel == PULL))
+            return {
+                name: RetryLimits(self.retry_max if retry_max is None else retry_max)
+                for name, retry_max in rows
+            }
+
+    def _candidates(
+        self, application: str, retry: RetryLimits, now_ms: int, after: tuple[int, int]
+    ) -> list[tuple[int, int]]:
+        """The next `batch` (next_try_time, id) after `after` of `application`'s ready
+        messages that look lapsed, read without locks."""
+        hint = " FORCE INDEX (ix_clock_application_due)" if self.store.caps.index_hints else ""
+        now = int(now_ms)
+        query = text(
+            f"SELECT next_try_time, id FROM {_TABLE}{hint}"
+            f" WHERE application = :application AND status = '{DELIVERING}'"
+            f" AND next_try_time <= {now} AND claimed_by = 0"
+            f" AND (next_try_time > :at OR (next_try_time = :at AND id > :id))"
+            f" AND (retry_times > {int(retry.max_retries)}"
+            f" OR (latest_ring_at IS NOT NULL AND latest_ring_at < {now}))"
+            f" ORDER BY next_try_time, id LIMIT {int(self.batch)}"
+        )
+        params = {"application": application, "at": after[0], "id": after[1]}
+        with translate_errors(), self.store.db.connect() as conn:
+            return [(row[0], row[1]) for row in conn.execute(query, params)]
+
+    def _finish(
+        self, candidates: list[tuple[int, int]], retry: RetryLimits, now_ms: int
+    ) -> tuple[list[RingRow], list[RingRow]]:
+        """Lock the candidates still ready, skipping those others hold, and finish those the
+        decision finishes; (expired, dead)."""
+        by_id = " FORCE INDEX (PRIMARY)" if self.store.caps.index_hints else ""
+        query = (
+            f"SELECT {RING_COLUMNS} FROM {_TABLE}{by_id}"
+            f" WHERE id IN ({id_list([alarm_id for _, alarm_id in candidates])})"
+            f" AND status = '{DELIVERING}' AND claimed_by = 0"
+            f" AND next_try_time <= {int(now_ms)}{self.store.caps.skip_locked_suffix}"
+        )
+        expired: list[RingRow] = []
+        dead: list[RingRow] = []
+        with translate_errors(), self.store.db.begin() as conn:
+            for found in conn.exec_driver_sql(query).all():
+                row = RingRow._make(found[:10])  # the version is not needed
+                fate = pull_fate(row, now_ms, retry)
+                if fate == EXPIRED:
+                    expired.append(row)
+                elif fate == DEAD:
+                    dead.append(row)
+            finish_lapsed(conn, expired, dead, now_ms, self.dead_letters)
+        return expired, dead

@@ -1,0 +1,293 @@
+"""The sweep of the pull channel: messages no puller comes back for are finished by the
+maintenance job, as a pull would finish them, and never while a lease holds them. On the
+fake clock, on SQLite and MariaDB."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, func, select, text, update
+
+from clock_server.engine.pull_sweep import PULL_SWEEP_JOB
+from clock_server.minute_stats import minute_of
+from clock_server.model import ApplicationPolicy, NewAlarm
+from clock_server.store.alarms import AlarmStore
+from clock_server.store.applications import SqlApplicationRegistry
+from clock_server.store.dead_letters import SqlDeadLetterOutbox
+from clock_server.store.pull_sweep import SqlPullSweep, Swept
+from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue
+from clock_server.store.schema import (
+    alarm_table,
+    dead_letter_table,
+    event_table,
+    job_lease_table,
+)
+from clock_server.testing import SettableClock
+from tests.api_support import NOW
+from tests.pull_harness import APP, VISIBILITY_MS, Harness
+from tests.support import unique
+
+
+def _harness(store: AlarmStore, clock: SettableClock, retry_max: int = 2) -> Harness:
+    """The pull harness, with the sweep's job lease free for its own instance id."""
+    with store.db.begin() as conn:
+        conn.execute(delete(job_lease_table).where(job_lease_table.c.name == PULL_SWEEP_JOB))
+    return Harness(store, clock, retry_max=retry_max)
+
+
+@pytest.fixture
+def harness(store: AlarmStore, fake_clock: SettableClock) -> Harness:
+    return _harness(store, fake_clock)
+
+
+def _sweep(h: Harness) -> Any:
+    swept = h.runtime.maintenance.sweep_pulls()
+    assert swept is not None
+    return swept
+
+
+def _find(h: Harness, how: str) -> None:
+    """Let the sweep or a pull find what is due of the pull channel now."""
+    if how == "sweep":
+        _sweep(h)
+    else:
+        assert h.pulled() == []
+
+
+def _letters(h: Harness, key: str) -> list[Any]:
+    return [
+        (letter.attempts, letter.error, letter.died_at)
+        for letter in SqlDeadLetterOutbox(h.store).next_letters(10_000)
+        if (letter.application, letter.business_id) == (APP, key)
+    ]
+
+
+def _forget_letters(h: Harness, key: str) -> None:
+    with h.store.db.begin() as conn:
+        conn.execute(delete(dead_letter_table).where(dead_letter_table.c.business_id == key))
+
+
+@pytest.mark.parametrize("how", ["sweep", "pull"])
+def test_a_lease_ended_unacked_with_no_retry_left_is_dead_whoever_finds_it(
+    store: AlarmStore, fake_clock: SettableClock, how: str
+):
+    h = _harness(store, fake_clock, retry_max=0)
+    key = unique("gone-")
+    h.create(key, NOW + 2_000)
+    h.clock.set(NOW + 2_000)
+    h.step()
+    [message] = h.pulled()
+    end = message["leased_until"]
+    h.clock.set(end - 1)
+    assert _sweep(h).dead == {}
+    assert h.alarm(key)["status"] == "delivering"  # its lease still runs
+
+    h.clock.set(end)
+    _find(h, how)
+    alarm = h.alarm(key)
+    assert (alarm["status"], alarm["next_try_time"], alarm["retry_times"]) == ("dead", end, 1)
+    assert [(e["at"], e["kind"], e["detail"]) for e in h.events(key)[1:]] == [
+        (end, "attempt_failed", {"attempt": 1, "error": NOT_ACKED}),
+        (end, "dead", {"attempts": 1, "error": NOT_ACKED}),
+    ]
+    assert _letters(h, key) == [(1, NOT_ACKED, end)]
+    assert h.metric("clock_alarms_dead_total") == 1
+    counted = h.metrics.minutes.take()
+    assert (counted[minute_of(NOW + 2_000), APP].rung, counted[minute_of(end), APP].failed) == (
+        1, 1,
+    )  # fmt: skip
+    assert sum(counts.failed for counts in counted.values()) == 1
+    assert _sweep(h).dead == {}  # finished once
+    assert h.ack([message["id"]]).get_json()["acked"] == []
+    _forget_letters(h, key)
+
+
+@pytest.mark.parametrize("how", ["sweep", "pull"])
+@pytest.mark.parametrize("leased", [True, False])
+def test_a_message_past_its_cutoff_expires_whoever_finds_it(
+    harness: Harness, how: str, leased: bool
+):
+    h = harness
+    cutoff = NOW + 1_000 + VISIBILITY_MS // 2
+    h.create("late", NOW + 1_000, latest_ring_at=cutoff)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    if leased:
+        [message] = h.pulled()
+        h.clock.set(cutoff + 1)
+        assert _sweep(h).expired == {}  # passed while its lease runs: its puller may ack
+        found_at = message["leased_until"]
+    else:
+        found_at = cutoff + 1
+    h.clock.set(found_at)
+    _find(h, how)
+    alarm = h.alarm("late")
+    assert (alarm["status"], alarm["next_try_time"]) == ("expired", found_at)
+    assert [(e["at"], e["kind"], e["detail"]) for e in h.events("late")[1:]] == [
+        (found_at, "expired", {"latest_ring_at": cutoff, "attempts": int(leased)})
+    ]
+    assert h.metric("clock_alarms_expired_total") == 1
+    counted = h.metrics.minutes.take()
+    assert counted[minute_of(found_at), APP].failed == 1
+    assert sum(counts.failed for counts in counted.values()) == 1
+
+
+def test_a_message_with_leases_left_stays_ready_and_its_next_pull_records_the_failure(
+    harness: Harness,
+):
+    h = harness  # retry_max 2
+    alarm_id = h.create("again", NOW + 1_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    [first] = h.pulled()
+    h.clock.set(first["leased_until"] + 1_000)
+    swept = _sweep(h)
+    assert (swept.expired, swept.dead) == ({}, {})
+    alarm = h.alarm("again")
+    assert (alarm["status"], alarm["retry_times"]) == ("delivering", 1)
+    assert h.events("again")[1:] == []
+    h.metrics.minutes.take()
+
+    [again] = h.pulled()
+    assert (again["id"], again["attempt"]) == (str(alarm_id), 2)
+    at = first["leased_until"] + 1_000
+    assert [(e["kind"], e["detail"]) for e in h.events("again")[1:]] == [
+        ("attempt_failed", {"attempt": 1, "error": NOT_ACKED, "retry_at": at}),
+    ]
+
+
+def test_a_message_leased_again_before_the_sweep_is_left_to_its_puller(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    h = _harness(store, fake_clock, retry_max=1)
+    h.create("busy", NOW + 1_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    [first] = h.pulled()
+    h.clock.set(first["leased_until"])
+    [second] = h.pulled()  # the last lease it may have
+    assert second["attempt"] == 2
+    assert _sweep(h).dead == {}
+    assert h.alarm("busy")["status"] == "delivering"
+    h.clock.set(second["leased_until"] - 1)
+    assert _sweep(h).dead == {}
+    assert h.ack([second["id"]]).get_json()["acked"] == [second["id"]]
+    assert h.alarm("busy")["status"] == "rung"
+
+
+def test_an_ack_between_the_sweeps_read_and_its_lock_wins(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    h = _harness(store, fake_clock, retry_max=0)
+    h.create("late-ack", NOW + 1_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    [message] = h.pulled()
+    h.clock.set(message["leased_until"])
+    sweeper = SqlPullSweep(store, retry_max=0, dead_letters=True)
+    read = sweeper._candidates  # the window between the read and the lock
+
+    def then_acked(*args: Any) -> Any:
+        candidates = read(*args)
+        if candidates:
+            assert h.ack([message["id"]]).get_json()["acked"] == [message["id"]]
+        return candidates
+
+    sweeper._candidates = then_acked  # type: ignore[method-assign,assignment]
+    assert sweeper.sweep(h.clock.now_ms()) == Swept()
+    assert h.alarm("late-ack")["status"] == "rung"
+    assert [e["kind"] for e in h.events("late-ack")[1:]] == ["rung"]
+
+
+def _dying(store: AlarmStore, clock: SettableClock, count: int) -> list[int]:
+    """`count` messages of a pull application with retry_max 0, each leased once and left
+    unacked, their leases ended at the clock's time."""
+    now = clock.now_ms()
+    SqlApplicationRegistry(store).put(ApplicationPolicy(name=APP, channel="pull", retry_max=0), now)
+    ids = [store.create(NewAlarm(APP, unique("race-"), "p", now, None), now)[0].id
+           for _ in range(count)]  # fmt: skip
+    with store.db.begin() as conn:
+        conn.execute(
+            update(alarm_table)
+            .where(alarm_table.c.id.in_(ids))
+            .values(status="delivering", claimed_by=0, retry_times=1, next_try_time=now)
+        )
+    return ids
+
+
+def _deaths(store: AlarmStore, ids: list[int]) -> list[int]:
+    """Each alarm's count of dead events and dead letters, in the order of `ids`."""
+    with store.db.connect() as conn:
+        events = conn.execute(
+            select(event_table.c.alarm_id, func.count())
+            .where(event_table.c.alarm_id.in_(ids), event_table.c.kind == "dead")
+            .group_by(event_table.c.alarm_id)
+        ).all()
+        letters = conn.execute(
+            select(dead_letter_table.c.alarm_id, func.count())
+            .where(dead_letter_table.c.alarm_id.in_(ids))
+            .group_by(dead_letter_table.c.alarm_id)
+        ).all()
+    counted: dict[int, int] = {alarm_id: count for alarm_id, count in events}
+    for alarm_id, count in letters:
+        counted[alarm_id] = counted.get(alarm_id, 0) + count
+    return [counted.get(alarm_id, 0) for alarm_id in ids]
+
+
+def _forget_deaths(store: AlarmStore, ids: list[int]) -> None:
+    with store.db.begin() as conn:
+        conn.execute(delete(dead_letter_table).where(dead_letter_table.c.alarm_id.in_(ids)))
+
+
+@pytest.mark.mariadb
+def test_a_message_a_pull_holds_locked_is_skipped_by_the_sweep(
+    mariadb_store: AlarmStore, fake_clock: SettableClock
+):
+    store = mariadb_store
+    [alarm_id] = _dying(store, fake_clock, 1)
+    sweeper = SqlPullSweep(store, retry_max=0, dead_letters=True)
+    with store.db.connect() as held:
+        held.execute(text(f"SELECT id FROM clock WHERE id = {alarm_id} FOR UPDATE"))
+        assert sweeper.sweep(fake_clock.now_ms()) == Swept()
+        held.rollback()
+    assert _deaths(store, [alarm_id]) == [0]
+    assert sweeper.sweep(fake_clock.now_ms()) == Swept(dead={APP: 1})
+    assert _deaths(store, [alarm_id]) == [2]  # its dead event and its dead letter
+    _forget_deaths(store, [alarm_id])
+
+
+@pytest.mark.mariadb
+def test_the_sweep_and_a_pull_at_the_same_time_never_both_finish_a_message(
+    mariadb_store: AlarmStore, fake_clock: SettableClock
+):
+    store = mariadb_store
+    ids = _dying(store, fake_clock, 60)
+    now = fake_clock.now_ms()
+    sweeper = SqlPullSweep(store, retry_max=0, dead_letters=True, batch=7)
+    queue = SqlPullQueue(store, dead_letters=True)
+    start = threading.Barrier(2)
+    found: dict[str, int] = {}
+
+    def sweep() -> None:
+        start.wait()
+        found["sweep"] = sweeper.sweep(now).dead.get(APP, 0)
+
+    def pull() -> None:
+        start.wait()
+        dead = 0
+        for _ in range(12):
+            leased = queue.lease(APP, 5, now, VISIBILITY_MS, RetryLimits(0))
+            assert leased.messages == []
+            dead += leased.dead.get(APP, 0)
+        found["pull"] = dead
+
+    threads = [threading.Thread(target=sweep), threading.Thread(target=pull)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert found["sweep"] + found["pull"] == 60, found
+    assert _deaths(store, ids) == [2] * 60  # one dead event and one dead letter each
+    _forget_deaths(store, ids)
