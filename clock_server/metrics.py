@@ -351,12 +351,14 @@ class Metrics:
         now_ms: int,
         expired: Mapping[str, int],
         dead: Mapping[str, int],
+        retried: Mapping[str, int] | None = None,
     ) -> None:
         """What a pull or the sweep found of the pull channel's messages at `now_ms`, by
-        application: expired and dead, each a failure of the per-minute statistics."""
+        application: expired, dead, and leases ended unacked then leased again (`retried`).
+        Each is a failed delivery of the per-minute statistics, in the minute it was found."""
         Metrics.count(self.expired, expired)
         Metrics.count(self.dead, dead)
-        failed = Tally(expired) + Tally(dead)
+        failed = Tally(expired) + Tally(dead) + Tally(retried or {})
         if failed:
             self.minutes.rang(now_ms, {name: RingTally(failed=n) for name, n in failed.items()})
 

@@ -156,6 +156,8 @@ def test_a_message_with_leases_left_stays_ready_and_its_next_pull_records_the_fa
     assert [(e["kind"], e["detail"]) for e in h.events("again")[1:]] == [
         ("attempt_failed", {"attempt": 1, "error": NOT_ACKED, "retry_at": at}),
     ]
+    counted = h.metrics.minutes.take()
+    assert (counted[minute_of(at), APP].failed, counted[minute_of(at), APP].rung) == (1, 0)
 
 
 def test_a_message_leased_again_before_the_sweep_is_left_to_its_puller(

@@ -116,6 +116,6 @@ def _pull_policy(svc: Services, application: str) -> ApplicationPolicy:
 
 
 def _count(metrics: Metrics, application: str, leased: Leased, now_ms: int) -> None:
-    """Count what a lease did: messages leased, and what it found expired or dead."""
+    """Count what a lease did: messages leased, and what it found expired, dead or retried."""
     Metrics.count(metrics.pulled, {application: len(leased.messages)})
-    metrics.count_pull_lapses(now_ms, leased.expired, leased.dead)
+    metrics.count_pull_lapses(now_ms, leased.expired, leased.dead, leased.retried)

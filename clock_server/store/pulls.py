@@ -69,11 +69,13 @@ class LeasedMessage(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Leased:
     """What one lease did: the messages leased, earliest ready first, and how many alarms
-    it found past their cutoff (expired) or with their leases spent (dead), by application."""
+    it found past their cutoff (expired), with their leases spent (dead) or with a lease
+    ended unacked and leased again (retried), by application."""
 
     messages: list[LeasedMessage] = field(default_factory=list)
     expired: dict[str, int] = field(default_factory=dict)
     dead: dict[str, int] = field(default_factory=dict)
+    retried: dict[str, int] = field(default_factory=dict)
 
 
 LEASE = "lease"
@@ -257,6 +259,7 @@ class SqlPullQueue:
             messages=messages,
             expired=by_application(expired),
             dead=by_application(dead),
+            retried=by_application([row for row in leased if row.retry_times >= 1]),
         )
 
 
