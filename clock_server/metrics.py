@@ -62,6 +62,7 @@ LOOPS = (
     "webhook_call",
     "backlog",
     "pull_requeue",
+    "pull_sweep",
     "purge",
     "stats_purge",
 )

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, func, select, text, update
 
-from clock_server.engine.pull_sweep import PULL_SWEEP_JOB
+from clock_server.engine.maintenance import Maintenance
+from clock_server.engine.pull_sweep import PULL_SWEEP_JOB, PullSweep
+from clock_server.metrics import Metrics
 from clock_server.minute_stats import minute_of
 from clock_server.model import ApplicationPolicy, NewAlarm
 from clock_server.store.alarms import AlarmStore
@@ -18,6 +20,7 @@ from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.dead_letters import SqlDeadLetterOutbox
 from clock_server.store.pull_sweep import SqlPullSweep, Swept
 from clock_server.store.pulls import NOT_ACKED, RetryLimits, SqlPullQueue
+from clock_server.store.purge import SqlJobLease
 from clock_server.store.schema import (
     alarm_table,
     dead_letter_table,
@@ -27,7 +30,7 @@ from clock_server.store.schema import (
 from clock_server.testing import SettableClock
 from tests.api_support import NOW
 from tests.pull_harness import APP, VISIBILITY_MS, Harness
-from tests.support import unique
+from tests.support import metric_value, unique
 
 
 def _harness(store: AlarmStore, clock: SettableClock, retry_max: int = 2) -> Harness:
@@ -293,3 +296,22 @@ def test_the_sweep_and_a_pull_at_the_same_time_never_both_finish_a_message(
     assert found["sweep"] + found["pull"] == 60, found
     assert _deaths(store, ids) == [2] * 60  # one dead event and one dead letter each
     _forget_deaths(store, ids)
+
+
+class _FailingSweeper:
+    def sweep(self, now_ms: int) -> Swept:
+        raise RuntimeError("the database went away")
+
+
+def test_a_failed_sweep_is_counted_and_tried_again_at_the_next_run(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    metrics = Metrics()
+    lease = SqlJobLease(store)
+    sweep = PullSweep(_FailingSweeper(), lease, fake_clock, metrics, owner="x", interval_s=15)
+    maintenance = Maintenance(store, fake_clock, metrics, pull_sweep=sweep)
+    with store.db.begin() as conn:
+        conn.execute(delete(job_lease_table).where(job_lease_table.c.name == PULL_SWEEP_JOB))
+    assert maintenance.sweep_pulls() is None
+    assert maintenance.sweep_pulls() is None
+    assert metric_value(metrics, "clock_loop_errors_total", {"loop": "pull_sweep"}) == 2

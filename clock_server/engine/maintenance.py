@@ -124,6 +124,7 @@ class Maintenance:
             return self.pull_sweep.run()
         except Exception:
             log.exception("the pull sweep failed", extra={"action": "maintenance_error"})
+            self.metrics.loop_error("pull_sweep")
             return None
 
     def purge_finished(self) -> int | None:
