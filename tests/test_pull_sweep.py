@@ -137,30 +137,43 @@ def test_a_message_past_its_cutoff_expires_whoever_finds_it(
     assert sum(counts.failed for counts in counted.values()) == 1
 
 
-def test_a_message_with_leases_left_stays_ready_and_its_next_pull_records_the_failure(
-    harness: Harness,
+@pytest.mark.parametrize("how", ["sweep", "pull"])
+def test_a_failed_lease_with_leases_left_is_recorded_once_whoever_finds_it(
+    harness: Harness, how: str
 ):
     h = harness  # retry_max 2
     alarm_id = h.create("again", NOW + 1_000)
     h.clock.set(NOW + 1_000)
     h.step()
     [first] = h.pulled()
-    h.clock.set(first["leased_until"] + 1_000)
-    swept = _sweep(h)
-    assert (swept.expired, swept.dead) == ({}, {})
-    alarm = h.alarm("again")
-    assert (alarm["status"], alarm["retry_times"]) == ("delivering", 1)
-    assert h.events("again")[1:] == []
+    found_at = first["leased_until"] + 1_000
+    h.clock.set(found_at)
     h.metrics.minutes.take()
-
+    if how == "sweep":
+        swept = _sweep(h)
+        assert (swept.expired, swept.dead, swept.retried) == ({}, {}, {APP: 1})
+        assert _sweep(h).retried == {}  # recorded once
+        alarm = h.alarm("again")
+        assert (alarm["status"], alarm["retry_times"]) == ("delivering", 1)  # ready
+        h.clock.set(found_at + 500)
     [again] = h.pulled()
     assert (again["id"], again["attempt"]) == (str(alarm_id), 2)
-    at = first["leased_until"] + 1_000
-    assert [(e["kind"], e["detail"]) for e in h.events("again")[1:]] == [
-        ("attempt_failed", {"attempt": 1, "error": NOT_ACKED, "retry_at": at}),
+    failed_once = [
+        (found_at, "attempt_failed", {"attempt": 1, "error": NOT_ACKED, "retry_at": found_at})
     ]
+    assert [(e["at"], e["kind"], e["detail"]) for e in h.events("again")[1:]] == failed_once
     counted = h.metrics.minutes.take()
-    assert (counted[minute_of(at), APP].failed, counted[minute_of(at), APP].rung) == (1, 0)
+    assert counted[minute_of(found_at), APP].failed == 1
+    assert sum(counts.failed for counts in counted.values()) == 1
+
+    h.clock.set(again["leased_until"])  # the next lease ends unacked too
+    assert _sweep(h).retried == {APP: 1}
+    assert [(e["at"], e["kind"], e["detail"]) for e in h.events("again")[1:]] == [
+        *failed_once,
+        (again["leased_until"], "attempt_failed",
+         {"attempt": 2, "error": NOT_ACKED, "retry_at": again["leased_until"]}),
+    ]  # fmt: skip
+    assert sum(counts.failed for counts in h.metrics.minutes.take().values()) == 1
 
 
 def test_a_message_leased_again_before_the_sweep_is_left_to_its_puller(
@@ -206,19 +219,21 @@ def test_an_ack_between_the_sweeps_read_and_its_lock_wins(
     assert [e["kind"] for e in h.events("late-ack")[1:]] == ["rung"]
 
 
-def _dying(store: AlarmStore, clock: SettableClock, count: int) -> list[int]:
-    """`count` messages of a pull application with retry_max 0, each leased once and left
+def _dying(store: AlarmStore, clock: SettableClock, count: int, retry_max: int = 0) -> list[int]:
+    """`count` messages of a pull application with `retry_max`, each leased once and left
     unacked, their leases ended at the clock's time."""
     now = clock.now_ms()
-    SqlApplicationRegistry(store).put(ApplicationPolicy(name=APP, channel="pull", retry_max=0), now)
+    policy = ApplicationPolicy(name=APP, channel="pull", retry_max=retry_max)
+    SqlApplicationRegistry(store).put(policy, now)
     ids = [store.create(NewAlarm(APP, unique("race-"), "p", now, None), now)[0].id
            for _ in range(count)]  # fmt: skip
     with store.db.begin() as conn:
         conn.execute(
             update(alarm_table)
             .where(alarm_table.c.id.in_(ids))
-            .values(status="delivering", claimed_by=0, retry_times=1, next_try_time=now)
-        )
+            .values(status="delivering", claimed_by=0, retry_times=1, next_try_time=now,
+                    update_time=now - VISIBILITY_MS)
+        )  # fmt: skip
     return ids
 
 
@@ -264,11 +279,12 @@ def test_a_message_a_pull_holds_locked_is_skipped_by_the_sweep(
 
 
 @pytest.mark.mariadb
-def test_the_sweep_and_a_pull_at_the_same_time_never_both_finish_a_message(
-    mariadb_store: AlarmStore, fake_clock: SettableClock
+@pytest.mark.parametrize("retry_max", [0, 5])
+def test_the_sweep_and_a_pull_at_the_same_time_never_both_find_a_message(
+    mariadb_store: AlarmStore, fake_clock: SettableClock, retry_max: int
 ):
     store = mariadb_store
-    ids = _dying(store, fake_clock, 60)
+    ids = _dying(store, fake_clock, 60, retry_max)
     now = fake_clock.now_ms()
     sweeper = SqlPullSweep(store, retry_max=0, dead_letters=True, batch=7)
     queue = SqlPullQueue(store, dead_letters=True)
@@ -277,16 +293,16 @@ def test_the_sweep_and_a_pull_at_the_same_time_never_both_finish_a_message(
 
     def sweep() -> None:
         start.wait()
-        found["sweep"] = sweeper.sweep(now).dead.get(APP, 0)
+        swept = sweeper.sweep(now)
+        found["sweep"] = swept.dead.get(APP, 0) + swept.retried.get(APP, 0)
 
     def pull() -> None:
         start.wait()
-        dead = 0
+        count = 0
         for _ in range(12):
-            leased = queue.lease(APP, 5, now, VISIBILITY_MS, RetryLimits(0))
-            assert leased.messages == []
-            dead += leased.dead.get(APP, 0)
-        found["pull"] = dead
+            leased = queue.lease(APP, 5, now, VISIBILITY_MS, RetryLimits(retry_max))
+            count += leased.dead.get(APP, 0) + leased.retried.get(APP, 0)
+        found["pull"] = count
 
     threads = [threading.Thread(target=sweep), threading.Thread(target=pull)]
     for thread in threads:
@@ -294,8 +310,16 @@ def test_the_sweep_and_a_pull_at_the_same_time_never_both_finish_a_message(
     for thread in threads:
         thread.join(30)
     assert found["sweep"] + found["pull"] == 60, found
-    assert _deaths(store, ids) == [2] * 60  # one dead event and one dead letter each
-    _forget_deaths(store, ids)
+    if retry_max == 0:
+        assert _deaths(store, ids) == [2] * 60  # one dead event and one dead letter each
+        _forget_deaths(store, ids)
+    with store.db.connect() as conn:
+        failed = conn.execute(
+            select(event_table.c.alarm_id, func.count())
+            .where(event_table.c.alarm_id.in_(ids), event_table.c.kind == "attempt_failed")
+            .group_by(event_table.c.alarm_id)
+        ).all()
+    assert sorted(failed) == [(alarm_id, 1) for alarm_id in sorted(ids)]
 
 
 class _FailingSweeper:

@@ -1,5 +1,6 @@
-"""Finishing the pull messages nobody will pull again, by the server holding the job's lease:
-those past their cutoff expire, those whose leases are spent die, as a pull finds them."""
+"""Finding the pull messages whose lease ended unacked or whose cutoff passed, when no puller
+pulls again, by the server holding the job's lease: those past their cutoff expire, those
+whose leases are spent die, the others' failed lease is recorded, as a pull finds them."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ PULL_SWEEP_JOB = "sweep_pull_messages"
 
 class PullSweep:
     """One run takes the job's lease, then sweeps every pull application's ready messages
-    and counts what it finished: expired, dead, and failed in the per-minute statistics."""
+    and counts what it found: expired, dead, and each a failed delivery attempt in the
+    per-minute statistics."""
 
     def __init__(
         self,
@@ -37,17 +39,19 @@ class PullSweep:
         self.lease_ms = int(interval_s * 2 * 1000)
 
     def run(self) -> PullSwept | None:
-        """What the sweep finished; None when another server holds the lease."""
+        """What the sweep found; None when another server holds the lease."""
         now_ms = self.clock.now_ms()
         if not self.lease.take(PULL_SWEEP_JOB, self.owner, now_ms, now_ms + self.lease_ms):
             return None
         swept = self.sweeper.sweep(now_ms)
-        self.metrics.count_pull_lapses(now_ms, swept.expired, swept.dead)
-        if swept.expired or swept.dead:
+        self.metrics.count_pull_lapses(now_ms, swept.expired, swept.dead, swept.retried)
+        if swept.expired or swept.dead or swept.retried:
             log.warning(
-                "finished pull messages no puller took: expired %s, dead %s",
+                "pull messages whose lease ended unacked or cutoff passed, with no pull to find"
+                " them: expired %s, dead %s, ready again %s",
                 dict(swept.expired),
                 dict(swept.dead),
+                dict(swept.retried),
                 extra={"action": "pull_messages_swept"},
             )
         return swept

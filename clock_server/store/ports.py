@@ -127,22 +127,26 @@ class PullRequeue(Protocol):
 
 
 class PullSweeper(Protocol):
-    """Pull messages that no puller will finish: past their cutoff or with their leases
-    spent (store.pull_sweep)."""
+    """Pull messages found without a puller: past their cutoff, or with a lease ended
+    unacked (store.pull_sweep)."""
 
     def sweep(self, now_ms: int) -> PullSwept:
-        """Expire or kill them, as a pull would; how many of each, by application."""
+        """Expire them, kill those with their leases spent, record the other failed leases,
+        as a pull would; how many of each, by application."""
         ...
 
 
 class PullSwept(Protocol):
-    """What a sweep finished, by application."""
+    """What a sweep found, by application."""
 
     @property
     def expired(self) -> Mapping[str, int]: ...
 
     @property
     def dead(self) -> Mapping[str, int]: ...
+
+    @property
+    def retried(self) -> Mapping[str, int]: ...
 
 
 class Takeover(NamedTuple):

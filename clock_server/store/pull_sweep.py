@@ -1,10 +1,11 @@
-"""Pull messages finished when no puller comes: those whose cutoff passed and those whose
-last lease ended unacked with their leases spent.
+"""Pull messages found when no puller comes: those whose cutoff passed, and those whose last
+lease ended unacked.
 
 A pull finds such a message only when somebody pulls its application again (store.pulls);
 when the pullers are gone, the sweep does it instead, with the same decision (`pull_fate`)
-and the same writes (`finish_lapsed`): expired, or dead with its events and dead letter.
-A message with leases left stays ready for the next pull, untouched. Each application is
+and the same writes: expired, or dead with its events and dead letter (`finish_lapsed`), or,
+with leases left, its failed lease recorded (`failed_lease_events`) and marked so, staying
+ready for the next pull, which then records nothing more for it. Each application is
 read by the (application, status, next_try_time) index a batch at a time, without locks;
 the rows to finish are then locked by id in a short transaction of their own, skipping
 those a pull holds, and only those still ready (nobody's, their lease ended) are finished:
@@ -19,7 +20,17 @@ from sqlalchemy import select, text
 
 from clock_server.model import DEAD, DELIVERING, EXPIRED, PULL, RingRow
 from clock_server.store.alarms import AlarmStore
-from clock_server.store.pulls import RetryLimits, by_application, finish_lapsed, pull_fate
+from clock_server.store.events import write_events
+from clock_server.store.pulls import (
+    LEASE_COLUMNS,
+    RETRY,
+    RetryLimits,
+    by_application,
+    failed_lease_events,
+    failure_unrecorded,
+    finish_lapsed,
+    pull_fate,
+)
 from clock_server.store.row_locks import RING_COLUMNS
 from clock_server.store.schema import alarm_table, application_table
 from clock_server.store.sql import id_list, translate_errors
@@ -29,10 +40,12 @@ _TABLE = alarm_table.name
 
 @dataclass(frozen=True, slots=True)
 class Swept:
-    """What one sweep finished, by application."""
+    """What one sweep found, by application: expired, dead, and failed leases recorded
+    (`retried`: ready for the next pull)."""
 
     expired: dict[str, int] = field(default_factory=dict)
     dead: dict[str, int] = field(default_factory=dict)
+    retried: dict[str, int] = field(default_factory=dict)
 
 
 class SqlPullSweep:
@@ -52,21 +65,28 @@ class SqlPullSweep:
 
     def sweep(self, now_ms: int) -> Swept:
         """Expire or kill, at `now_ms`, every pull message found ready (nobody's, its lease
-        if any ended) past its cutoff or with its leases spent; how many, by application."""
+        if any ended) past its cutoff or with its leases spent, and record the failure of
+        every other lease ended unacked; how many of each, by application."""
         expired: list[RingRow] = []
         dead: list[RingRow] = []
+        retried: list[RingRow] = []
         for application, retry in self._pull_applications().items():
             after = (-(2**62), 0)
             while True:
                 candidates = self._candidates(application, retry, now_ms, after)
                 if candidates:
-                    gone, died = self._finish(candidates, retry, now_ms)
+                    gone, died, failed = self._finish(candidates, retry, now_ms)
                     expired += gone
                     dead += died
+                    retried += failed
                     after = candidates[-1]
                 if len(candidates) < self.batch:
                     break
-        return Swept(expired=by_application(expired), dead=by_application(dead))
+        return Swept(
+            expired=by_application(expired),
+            dead=by_application(dead),
+            retried=by_application(retried),
+        )
 
     def _pull_applications(self) -> dict[str, RetryLimits]:
         columns = (application_table.c.name, application_table.c.retry_max)
@@ -90,7 +110,8 @@ class SqlPullSweep:
             f" AND next_try_time <= {now} AND claimed_by = 0"
             f" AND (next_try_time > :at OR (next_try_time = :at AND id > :id))"
             f" AND (retry_times > {int(retry.max_retries)}"
-            f" OR (latest_ring_at IS NOT NULL AND latest_ring_at < {now}))"
+            f" OR (latest_ring_at IS NOT NULL AND latest_ring_at < {now})"
+            f" OR (retry_times >= 1 AND update_time < next_try_time))"
             f" ORDER BY next_try_time, id LIMIT {int(self.batch)}"
         )
         params = {"application": application, "at": after[0], "id": after[1]}
@@ -99,25 +120,35 @@ class SqlPullSweep:
 
     def _finish(
         self, candidates: list[tuple[int, int]], retry: RetryLimits, now_ms: int
-    ) -> tuple[list[RingRow], list[RingRow]]:
-        """Lock the candidates still ready, skipping those others hold, and finish those the
-        decision finishes; (expired, dead)."""
+    ) -> tuple[list[RingRow], list[RingRow], list[RingRow]]:
+        """Lock the candidates still ready, skipping those others hold, and finish or record
+        those the decision says; (expired, dead, retried)."""
         by_id = " FORCE INDEX (PRIMARY)" if self.store.caps.index_hints else ""
         query = (
-            f"SELECT {RING_COLUMNS} FROM {_TABLE}{by_id}"
+            f"SELECT {RING_COLUMNS}, {LEASE_COLUMNS} FROM {_TABLE}{by_id}"
             f" WHERE id IN ({id_list([alarm_id for _, alarm_id in candidates])})"
             f" AND status = '{DELIVERING}' AND claimed_by = 0"
             f" AND next_try_time <= {int(now_ms)}{self.store.caps.skip_locked_suffix}"
         )
         expired: list[RingRow] = []
         dead: list[RingRow] = []
+        retried: list[RingRow] = []
         with translate_errors(), self.store.db.begin() as conn:
             for found in conn.exec_driver_sql(query).all():
-                row = RingRow._make(found[:10])  # the version is not needed
-                fate = pull_fate(row, now_ms, retry)
+                row = RingRow._make(found[:10])  # the version (found[10]) is not needed
+                fate = pull_fate(row, now_ms, retry, failure_unrecorded(row[6], *found[11:13]))
                 if fate == EXPIRED:
                     expired.append(row)
                 elif fate == DEAD:
                     dead.append(row)
+                elif fate == RETRY:
+                    retried.append(row)
             finish_lapsed(conn, expired, dead, now_ms, self.dead_letters)
-        return expired, dead
+            if retried:
+                # update_time at or after the lease's end: its failure is recorded.
+                conn.exec_driver_sql(
+                    f"UPDATE {_TABLE} SET update_time = {int(now_ms)}, version = version + 1"
+                    f" WHERE id IN ({id_list([row.id for row in retried])})"
+                )
+                write_events(conn, failed_lease_events(retried, now_ms))
+        return expired, dead, retried

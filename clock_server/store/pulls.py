@@ -8,9 +8,12 @@ out. Webhook calls are `delivering` too, but keep their engine in `claimed_by`: 
 read here.
 
 A lease finds each row's fate under its row lock, as a ring batch does (`pull_fate`): past
-its cutoff it expires, with its leases spent it is dead, otherwise it is leased (again). The
-sweep (store.pull_sweep) finishes the expired and the dead the same way (`finish_lapsed`)
-when no puller comes. An ack makes the row rung, whether or not its lease has ended.
+its cutoff it expires, with its leases spent it is dead, otherwise it is leased (again), its
+last lease's failure recorded first if nobody recorded it yet. The sweep (store.pull_sweep)
+finds them the same way when no puller comes: it finishes the expired and the dead
+(`finish_lapsed`) and records the failed leases (`failed_lease_events`), leaving those
+messages ready for the next pull. An ack makes the row rung, whether or not its lease has
+ended.
 """
 
 from __future__ import annotations
@@ -79,17 +82,39 @@ class Leased:
 
 
 LEASE = "lease"
+RETRY = "retry"
+# What a pull or the sweep reads of a ready row besides RING_COLUMNS, to tell whether the
+# failure of its last lease was recorded (`failure_unrecorded`).
+LEASE_COLUMNS = "next_try_time, update_time"
 
 
-def pull_fate(row: RingRow, now_ms: int, retry: RetryLimits) -> str:
+def failure_unrecorded(retry_times: int, next_try_time: int, update_time: int) -> bool:
+    """Whether a ready row's last lease ended unacked with its failure not recorded yet. A
+    lease writes update_time at its start and next_try_time at its end, at least a second
+    later; recording the failure (the sweep) writes update_time at or after that end."""
+    return retry_times >= 1 and update_time < next_try_time
+
+
+def pull_fate(row: RingRow, now_ms: int, retry: RetryLimits, unrecorded: bool) -> str:
     """What a ready pull message (delivering, nobody's, its lease if any ended) found at
     `now_ms` becomes: EXPIRED past its cutoff, DEAD once `retry.max_retries` + 1 leases
-    ended unacked, else LEASE (a pull leases it; the sweep leaves it ready for one)."""
+    ended unacked, RETRY when its last lease ended unacked and that failure is `unrecorded`
+    (recorded, then leased by a pull or left ready by the sweep), else LEASE."""
     if row.latest_ring_at is not None and row.latest_ring_at < now_ms:
         return EXPIRED
     if row.retry_times > retry.max_retries:
         return DEAD
-    return LEASE
+    return RETRY if unrecorded else LEASE
+
+
+def failed_lease_events(rows: list[RingRow], now_ms: int) -> list[EventRow]:
+    """The `attempt_failed` event of each row whose last lease ended unacked, ready again
+    at `now_ms`."""
+    return [
+        event(row.id, now_ms, ATTEMPT_FAILED, ENGINE,
+              attempt=row.retry_times, error=NOT_ACKED, retry_at=now_ms)
+        for row in rows
+    ]  # fmt: skip
 
 
 def finish_lapsed(
@@ -161,14 +186,16 @@ class SqlPullQueue:
         lock = caps.skip_locked_suffix
         hint = " FORCE INDEX (ix_clock_application_due)" if caps.index_hints else ""
         query = text(
-            f"SELECT {RING_COLUMNS} FROM {_TABLE}{hint}"
+            f"SELECT {RING_COLUMNS}, {LEASE_COLUMNS} FROM {_TABLE}{hint}"
             f" WHERE application = :application AND status = '{DELIVERING}'"
             f" AND next_try_time <= {int(now_ms)} AND claimed_by = 0"
             f" ORDER BY next_try_time LIMIT {int(limit)}{lock}"
         )
         with translate_errors(), self.store.db.begin() as conn:
             found = conn.execute(query, {"application": application}).all()
-            rows = [RingRow._make(row[:10]) for row in found]  # the version is not needed
+            # the version (row[10]) is not needed
+            rows = [(RingRow._make(row[:10]), failure_unrecorded(row[6], *row[11:13]))
+                    for row in found]  # fmt: skip
             if not rows:
                 return Leased()
             return self._settle(conn, rows, now_ms, now_ms + visibility_ms, retry, max_bytes)
@@ -212,22 +239,23 @@ class SqlPullQueue:
     def _settle(
         self,
         conn: Connection,
-        rows: list[RingRow],
+        rows: list[tuple[RingRow, bool]],
         now_ms: int,
         leased_until: int,
         retry: RetryLimits,
         max_bytes: int | None = None,
     ) -> Leased:
-        """Expire, kill or lease each of the locked `rows`, with their events, until the
-        messages leased would pass `max_bytes`."""
-        events: list[EventRow] = []
+        """Expire, kill or lease each of the locked `rows` (with whether their last lease's
+        failure is unrecorded), with their events, until the messages leased would pass
+        `max_bytes`."""
+        retried: list[RingRow] = []
         leased: list[RingRow] = []
         expired: list[RingRow] = []
         dead: list[RingRow] = []
         messages: list[LeasedMessage] = []
         size = 0
-        for row in rows:
-            fate = pull_fate(row, now_ms, retry)
+        for row, unrecorded in rows:
+            fate = pull_fate(row, now_ms, retry, unrecorded)
             if fate == EXPIRED:
                 expired.append(row)
             elif fate == DEAD:
@@ -242,11 +270,8 @@ class SqlPullQueue:
                         break  # this row and the rest stay ready for the next pull
                 messages.append(message)
                 leased.append(row)
-                if row.retry_times >= 1:  # its last lease ended unacked
-                    events.append(
-                        event(row.id, now_ms, ATTEMPT_FAILED, ENGINE,
-                              attempt=row.retry_times, error=NOT_ACKED, retry_at=now_ms)
-                    )  # fmt: skip
+                if fate == RETRY:
+                    retried.append(row)
         finish_lapsed(conn, expired, dead, now_ms, self.dead_letters)
         for chunk in chunks([row.id for row in leased], _ID_CHUNK):
             conn.exec_driver_sql(
@@ -254,12 +279,12 @@ class SqlPullQueue:
                 f" retry_times = retry_times + 1, version = version + 1,"
                 f" update_time = {int(now_ms)} WHERE id IN ({id_list(chunk)})"
             )
-        write_events(conn, events)
+        write_events(conn, failed_lease_events(retried, now_ms))
         return Leased(
             messages=messages,
             expired=by_application(expired),
             dead=by_application(dead),
-            retried=by_application([row for row in leased if row.retry_times >= 1]),
+            retried=by_application(retried),
         )
 
 
