@@ -208,10 +208,10 @@ def test_an_ack_between_the_sweeps_read_and_its_lock_wins(
     read = sweeper._candidates  # the window between the read and the lock
 
     def then_acked(*args: Any) -> Any:
-        candidates = read(*args)
-        if candidates:
+        found = read(*args)
+        if found[1]:  # a lapsed candidate
             assert h.ack([message["id"]]).get_json()["acked"] == [message["id"]]
-        return candidates
+        return found
 
     sweeper._candidates = then_acked  # type: ignore[method-assign,assignment]
     assert sweeper.sweep(h.clock.now_ms()) == Swept()
@@ -235,6 +235,39 @@ def _dying(store: AlarmStore, clock: SettableClock, count: int, retry_max: int =
                     update_time=now - VISIBILITY_MS)
         )  # fmt: skip
     return ids
+
+
+def test_a_run_reads_a_bounded_part_of_a_backlog_and_the_next_goes_on_from_there(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    [lapsed] = _dying(store, fake_clock, 1)
+    now = fake_clock.now_ms()
+    waiting = [store.create(NewAlarm(APP, unique("ready-"), "p", now, None), now)[0].id
+               for _ in range(25)]  # fmt: skip
+    with store.db.begin() as conn:  # ready for pullers, never leased, due before the lapsed
+        conn.execute(
+            update(alarm_table)
+            .where(alarm_table.c.id.in_(waiting))
+            .values(status="delivering", claimed_by=0, retry_times=0, next_try_time=now - 1)
+        )
+    sweeper = SqlPullSweep(store, retry_max=0, dead_letters=True, batch=4, max_examined=12)
+    examined: list[int] = []
+    read = sweeper._candidates
+
+    def counted(*args: Any) -> Any:
+        found = read(*args)
+        examined.append(len(found[0]))
+        return found
+
+    sweeper._candidates = counted  # type: ignore[method-assign]
+    assert sweeper.sweep(now) == Swept()  # 12 of the 25 ahead of it
+    assert sweeper.sweep(now) == Swept()  # the next 12
+    assert sweeper.sweep(now) == Swept(dead={APP: 1})  # the last one ahead, then it
+    assert examined == [4, 4, 4, 4, 4, 4, 2]
+    assert sweeper.sweep(now) == Swept()  # from the start again
+    assert examined[7:] == [4, 4, 4]
+    assert _deaths(store, [lapsed]) == [2]
+    _forget_deaths(store, [lapsed])
 
 
 def _deaths(store: AlarmStore, ids: list[int]) -> list[int]:

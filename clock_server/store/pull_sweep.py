@@ -6,10 +6,13 @@ when the pullers are gone, the sweep does it instead, with the same decision (`p
 and the same writes: expired, or dead with its events and dead letter (`finish_lapsed`), or,
 with leases left, its failed lease recorded (`failed_lease_events`) and marked so, staying
 ready for the next pull, which then records nothing more for it. Each application is
-read by the (application, status, next_try_time) index a batch at a time, without locks;
-the rows to finish are then locked by id in a short transaction of their own, skipping
-those a pull holds, and only those still ready (nobody's, their lease ended) are finished:
-a message leased again in between is left to its puller.
+read by the (application, status, next_try_time) index a batch at a time, without locks,
+at most `max_examined` ready messages per application and run: a backlog of millions that
+pullers will take in time costs each run a bounded read, the next run going on where this
+one stopped, and starting over once it reached the end. The rows to finish are then locked
+by id in a short transaction of their own, skipping those a pull holds, and only those
+still ready (nobody's, their lease ended) are finished: a message leased again in between
+is left to its puller.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from clock_server.store.schema import alarm_table, application_table
 from clock_server.store.sql import id_list, translate_errors
 
 _TABLE = alarm_table.name
+_START = (-(2**62), 0)  # before every (next_try_time, id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +60,19 @@ class SqlPullSweep:
     """
 
     def __init__(
-        self, store: AlarmStore, retry_max: int, dead_letters: bool, batch: int = 1_000
+        self,
+        store: AlarmStore,
+        retry_max: int,
+        dead_letters: bool,
+        batch: int = 1_000,
+        max_examined: int = 20_000,
     ) -> None:
         self.store = store
         self.retry_max = retry_max
         self.dead_letters = dead_letters
         self.batch = batch
+        self.max_examined = max_examined
+        self._resume: dict[str, tuple[int, int]] = {}  # where the last run stopped
 
     def sweep(self, now_ms: int) -> Swept:
         """Expire or kill, at `now_ms`, every pull message found ready (nobody's, its lease
@@ -71,16 +82,21 @@ class SqlPullSweep:
         dead: list[RingRow] = []
         retried: list[RingRow] = []
         for application, retry in self._pull_applications().items():
-            after = (-(2**62), 0)
+            after = self._resume.pop(application, _START)
+            examined = 0
             while True:
-                candidates = self._candidates(application, retry, now_ms, after)
+                read, candidates = self._candidates(application, retry, now_ms, after)
                 if candidates:
                     gone, died, failed = self._finish(candidates, retry, now_ms)
                     expired += gone
                     dead += died
                     retried += failed
-                    after = candidates[-1]
-                if len(candidates) < self.batch:
+                if len(read) < self.batch:
+                    break  # the end: the next run starts over
+                after = read[-1]
+                examined += len(read)
+                if examined >= self.max_examined:
+                    self._resume[application] = after
                     break
         return Swept(
             expired=by_application(expired),
@@ -99,24 +115,31 @@ class SqlPullSweep:
 
     def _candidates(
         self, application: str, retry: RetryLimits, now_ms: int, after: tuple[int, int]
-    ) -> list[tuple[int, int]]:
-        """The next `batch` (next_try_time, id) after `after` of `application`'s ready
-        messages that look lapsed, read without locks."""
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The next `batch` ready messages of `application` after `after`, read without locks
+        as (next_try_time, id), and those of them that look lapsed."""
         hint = " FORCE INDEX (ix_clock_application_due)" if self.store.caps.index_hints else ""
         now = int(now_ms)
         query = text(
-            f"SELECT next_try_time, id FROM {_TABLE}{hint}"
+            f"SELECT next_try_time, id, retry_times, latest_ring_at, update_time"
+            f" FROM {_TABLE}{hint}"
             f" WHERE application = :application AND status = '{DELIVERING}'"
             f" AND next_try_time <= {now} AND claimed_by = 0"
             f" AND (next_try_time > :at OR (next_try_time = :at AND id > :id))"
-            f" AND (retry_times > {int(retry.max_retries)}"
-            f" OR (latest_ring_at IS NOT NULL AND latest_ring_at < {now})"
-            f" OR (retry_times >= 1 AND update_time < next_try_time))"
             f" ORDER BY next_try_time, id LIMIT {int(self.batch)}"
         )
         params = {"application": application, "at": after[0], "id": after[1]}
         with translate_errors(), self.store.db.connect() as conn:
-            return [(row[0], row[1]) for row in conn.execute(query, params)]
+            rows = conn.execute(query, params).all()
+        read = [(row[0], row[1]) for row in rows]
+        lapsed = [
+            (due, alarm_id)
+            for due, alarm_id, retry_times, cutoff, updated in rows
+            if retry_times > retry.max_retries
+            or (cutoff is not None and cutoff < now)
+            or failure_unrecorded(retry_times, due, updated)
+        ]
+        return read, lapsed
 
     def _finish(
         self, candidates: list[tuple[int, int]], retry: RetryLimits, now_ms: int
