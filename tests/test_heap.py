@@ -182,4 +182,6 @@ def test_take_removes_each_applications_earliest_due_and_nothing_not_due(items, 
         expected = due[: counts.get(app, 0)]
         assert [c.due_ms for c in got] == [c.due_ms for c in expected]
     assert all(c.due_ms <= now_ms for c in taken)
+    left = Counter(c.application for c in items) - Counter(c.application for c in taken)
+    assert heap.held_per_application() == dict(left)
     assert sorted(heap.drain() + taken) == sorted(items)
