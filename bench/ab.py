@@ -7,7 +7,8 @@
     python -m bench.ab --old b4396da --scenario create --seconds 30 --alarms 200000 --pairs 3
     python -m bench.ab --old b1c3cb6 --scenario precreated --rate 10000 --seconds 20 --pairs 2
 
-The noisy scenario runs bench.noisy's A beside B only (A alone is not part of the figures).
+The noisy scenario runs bench.noisy's A beside B only (A alone is not part of the figures),
+B at --neighbour-rate alarms a second (100 by default).
 The create scenario is bench.run's without its echo run: single creates with wrk for
 --seconds, then --alarms through the batch API. The precreated scenario is bench.run's steady
 10,000/s: --rate x --seconds alarms created beforehand, one due every 1/--rate s.
@@ -111,6 +112,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1_000)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--alarms", type=int, default=100_000)
+    parser.add_argument(
+        "--neighbour-rate",
+        type=float,
+        default=100,
+        help="noisy: B's alarms a second (more give its p99 during the drain more alarms)",
+    )
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument(
         "--between",
@@ -137,7 +144,9 @@ def main() -> None:
                     elif args.scenario == "precreated":
                         result = scenarios.steady_precreated(work, args.rate, args.seconds)
                     elif args.scenario == "noisy":
-                        result = noisy.run_once(work, args.alarms, 100, with_neighbour=True)
+                        result = noisy.run_once(
+                            work, args.alarms, args.neighbour_rate, with_neighbour=True
+                        )
                     elif args.scenario == "create":
                         result = scenarios.creates(
                             work, int(args.seconds), args.alarms, web_processes="2"
