@@ -1,9 +1,11 @@
 """The SDK's own distribution, clock-alarm-client: the wheel built from clock_client/ asks for
-requests alone (and one package per extra), ships py.typed, and installed alone in a fresh
-environment, beside requests only, imports and names the extra each optional part needs."""
+requests and the urllib3 it uses beside it (and one package per extra), every package it
+imports, ships py.typed, and installed alone in a fresh environment, beside requests only,
+imports and names the extra each optional part needs."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import shutil
 import subprocess
@@ -68,12 +70,27 @@ def test_the_wheel_asks_for_requests_alone_and_one_package_per_extra(wheel: Path
                 extra = candidate
         by_extra.setdefault(extra, set()).add(requirement.name)
     assert by_extra == {
-        "": {"requests"},
+        "": {"requests", "urllib3"},
         "amqp": {"pika"},
         "async": {"httpx"},
         "webhooks": {"standardwebhooks"},
     }
     assert sorted(found.get_all("Provides-Extra") or []) == ["amqp", "async", "webhooks"]
+
+
+def test_every_package_the_sdk_imports_is_one_it_asks_for(wheel: Path) -> None:
+    """Each module outside the standard library that clock_client imports is a requirement
+    of its own, or of an extra: none arrives only because another package brings it."""
+    asked = {Requirement(line).name for line in metadata(wheel).get_all("Requires-Dist") or []}
+    imported: set[str] = set()
+    for source in (ROOT / "clock_client" / "src" / "clock_client").glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    outside = imported - set(sys.stdlib_module_names) - {"clock_client", "__future__"}
+    assert outside == asked
 
 
 def test_the_wheel_ships_py_typed_and_the_client_alone(wheel: Path) -> None:
