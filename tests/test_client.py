@@ -887,6 +887,9 @@ def test_live_alarm_rings_to_consumer_not_before_its_time(
     assert (message.application, message.business_id) == (app, "ring-me")
     assert (message.payload, message.target_ring_at) == ('{"hello": "world"}', alarm.target_ring_at)
     assert message.attempt == 1  # the broker took the first publish
+    assert message.published_at is not None
+    assert alarm.target_ring_at <= message.published_at <= received_ms
+    assert (message.trigger, message.count) == (None, None)  # not a count-triggered alarm
     assert received_ms >= alarm.target_ring_at
 
     def rung() -> Alarm:

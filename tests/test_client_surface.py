@@ -1,9 +1,10 @@
 """What the SDK covers and how it is shaped: a client method for every route the server
-serves, AsyncClockClient with ClockClient's very methods, and a package that imports without
-its extras."""
+serves, AsyncClockClient with ClockClient's very methods, an AlarmMessage with every field of
+the server's message, and a package that imports without its extras."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import subprocess
 import sys
@@ -15,9 +16,10 @@ import pytest
 
 import clock_client
 from clock_client import AsyncClockClient, ClockClient
-from clock_client.models import APPLICATION_SETTINGS
+from clock_client.models import APPLICATION_SETTINGS, AlarmMessage
 from clock_server.api import create_app
-from clock_server.model import POLICY_FIELDS
+from clock_server.api.answers.messages import Message
+from clock_server.model import POLICY_FIELDS, RingRow, ring_message
 from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
@@ -174,3 +176,19 @@ def test_an_unknown_name_is_still_an_attribute_error() -> None:
 def test_the_sdk_knows_the_application_settings_the_server_takes() -> None:
     """The SDK cannot import the server, so it keeps its own list: the same names, in order."""
     assert APPLICATION_SETTINGS == POLICY_FIELDS
+
+
+@pytest.mark.parametrize(
+    ("counted_alarm", "message_id"), [(False, "41"), (True, "41-r2")], ids=["time", "count"]
+)
+def test_an_alarm_message_carries_every_field_of_the_server_s_message(counted_alarm, message_id):
+    """Every field the server's message may have (its schema, api/answers/messages.py) is a
+    field of AlarmMessage, and a message the server builds arrives in it whole."""
+    fields = {field.name for field in dataclasses.fields(AlarmMessage)}
+    assert set(Message.__annotations__) <= fields
+    row = RingRow(41, "shop", "order-9", "{}", 1_800_000_000_000, None, 1,
+                  ring_after_count=3 if counted_alarm else None, counted=3)  # fmt: skip
+    body = ring_message(row, 1_800_000_000_007)
+    message = AlarmMessage.from_body(body, message_id=message_id, redelivered=False)
+    assert {key: getattr(message, key) for key in body} == body
+    assert (message.message_id, message.trigger is None) == (message_id, not counted_alarm)
