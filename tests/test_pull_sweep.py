@@ -51,6 +51,15 @@ def _sweep(h: Harness) -> Any:
     return swept
 
 
+def _leased(h: Harness, business_id: str) -> dict[str, Any]:
+    """An alarm due at NOW + 1 s, rung and pulled once: its message, leased."""
+    h.create(business_id, NOW + 1_000)
+    h.clock.set(NOW + 1_000)
+    h.step()
+    [message] = h.pulled()
+    return message
+
+
 def _find(h: Harness, how: str) -> None:
     """Let the sweep or a pull find what is due of the pull channel now."""
     if how == "sweep":
@@ -180,10 +189,7 @@ def test_a_message_leased_again_before_the_sweep_is_left_to_its_puller(
     store: AlarmStore, fake_clock: SettableClock
 ):
     h = _harness(store, fake_clock, retry_max=1)
-    h.create("busy", NOW + 1_000)
-    h.clock.set(NOW + 1_000)
-    h.step()
-    [first] = h.pulled()
+    first = _leased(h, "busy")
     h.clock.set(first["leased_until"])
     [second] = h.pulled()  # the last lease it may have
     assert second["attempt"] == 2
@@ -199,10 +205,7 @@ def test_an_ack_between_the_sweeps_read_and_its_lock_wins(
     store: AlarmStore, fake_clock: SettableClock
 ):
     h = _harness(store, fake_clock, retry_max=0)
-    h.create("late-ack", NOW + 1_000)
-    h.clock.set(NOW + 1_000)
-    h.step()
-    [message] = h.pulled()
+    message = _leased(h, "late-ack")
     h.clock.set(message["leased_until"])
     sweeper = SqlPullSweep(store, retry_max=0, dead_letters=True)
     read = sweeper._candidates  # the window between the read and the lock
