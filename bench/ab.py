@@ -13,7 +13,8 @@ The create scenario is bench.run's without its echo run: single creates with wrk
 --seconds, then --alarms through the batch API. The precreated scenario is bench.run's steady
 10,000/s: --rate x --seconds alarms created beforehand, one due every 1/--rate s.
 With --between, more revisions join the rotation (old, each of them, new; reversed every
-other round), to find which commit moved a figure.
+other round), to find which commit moved a figure. With --shuffle SEED each round's order is
+drawn at random instead, so that a slow slot of the machine does not always fall to one side.
 
 The old revision is checked out into a temporary git worktree and its server runs from there
 (PYTHONPATH first); the new one is this checkout, or another worktree with --new REV (so that
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import random
 import statistics
 import subprocess
 import tempfile
@@ -124,7 +126,14 @@ def main() -> None:
         default="",
         help="more revisions, comma-separated, run in the same rotation (to bisect a change)",
     )
+    parser.add_argument(
+        "--shuffle",
+        type=int,
+        metavar="SEED",
+        help="draw each round's order at random from SEED instead of alternating it",
+    )
     args = parser.parse_args()
+    order = random.Random(args.shuffle) if args.shuffle is not None else None
     figures = FIGURES[args.scenario]
     between = [rev for rev in args.between.split(",") if rev]
     labels = ["old", *between, "new"]
@@ -137,7 +146,11 @@ def main() -> None:
         paths["new"] = stack.enter_context(worktree(args.new)) if args.new else None
         work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         for pair in range(args.pairs):
-            for side in labels if pair % 2 == 0 else labels[::-1]:
+            if order is not None:
+                sides = order.sample(labels, len(labels))
+            else:
+                sides = labels if pair % 2 == 0 else labels[::-1]
+            for side in sides:
                 with code_from(paths[side]):
                     if args.scenario == "steady":
                         result = scenarios.steady(work, args.rate, args.seconds)
