@@ -4,6 +4,7 @@ and addresses (delivery.targets)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import socket
 import threading
@@ -23,10 +24,11 @@ from clock_server.delivery import webhook_connections
 from clock_server.delivery.retry_after import MAX_RETRY_AFTER_MS, retry_after_ms
 from clock_server.delivery.secrets import new_secret
 from clock_server.delivery.sender_port import WebhookOutcome, WebhookRequest
-from clock_server.delivery.targets import check_target, forbidden_kind
+from clock_server.delivery.targets import ALLOW_PRIVATE_SETTING, check_target, forbidden_kind
 from clock_server.delivery.webhook_sender import HttpWebhookSender
 from clock_server.errors import ValidationError
 from clock_server.runtime.logs import configure_logging
+from clock_server.settings import Settings
 
 SECRET = new_secret()
 
@@ -459,6 +461,13 @@ def test_check_target_refuses(url, problem):
         check_target(url, allow_private=False)
     assert refused.value.field == "webhook_url"
     assert problem in refused.value.message
+    if "address" in problem:  # says how its operator would allow it
+        assert "CLOCK_WEBHOOK_ALLOW_PRIVATE=true" in refused.value.message
+
+
+def test_the_refusal_names_the_setting_that_allows_private_targets():
+    assert ALLOW_PRIVATE_SETTING == "CLOCK_WEBHOOK_ALLOW_PRIVATE"
+    assert "webhook_allow_private" in {f.name for f in dataclasses.fields(Settings)}
 
 
 def test_check_target_refuses_a_decimal_form_of_loopback():

@@ -28,7 +28,7 @@ from clock_server.store.claims import SqlClaimStore
 from clock_server.store.history import AlarmHistory
 from clock_server.testing import SettableClock
 from tests.api_support import OpenApiChecker
-from tests.support import serve_wsgi, settle
+from tests.support import metric_value, serve_wsgi, settle
 from tests.webhook_harness import ADMIN, HOOKS, TOKENS, Harness, real_now_ms
 from tests.webhook_receiver import Answer, Received, Receiver, Wire, raw_receiving, receiving
 
@@ -228,6 +228,85 @@ def test_a_500_is_retried_with_backoff_and_the_same_webhook_id(harness: Harness)
     counted = [one for (_, app), one in h.metrics.minutes.take().items() if app == "hooks"]
     assert [sum(getattr(one, name) for one in counted) for name in ("rung", "failed")] == [1, 2]
     assert sum(sum(one.lateness) for one in counted) == 1
+    # /metrics: one ring's lateness; the failed calls are webhook calls, not broker refusals.
+    assert _lateness_counts(h.metrics) == {"webhook": 1}
+    assert metric_value(h.metrics, "clock_publish_failures_total") == 0
+    outcomes = {"2xx": 1, "5xx": 2}
+    for outcome, count in outcomes.items():
+        calls = {"application": "hooks", "outcome": outcome}
+        assert metric_value(h.metrics, "clock_webhook_calls_total", calls) == count
+
+
+def test_lateness_runs_to_the_start_of_the_call_not_to_its_answer(harness: Harness):
+    """A receiver that takes 5 s to answer 2xx is not the engine being late: the lateness
+    (per-minute statistics and /metrics alike) ends when the delivering call starts."""
+    h = harness
+    t0 = h.clock.now_ms()
+    with receiving(lambda _r: Answer(204, sleep_s=30.0)) as receiver:
+        h.configure("hooks", channel="webhook", webhook_url=receiver.url(), webhook_timeout_s=60)
+        h.create("slow-answer", target_ring_at=t0 + 1_000)
+        h.clock.set(t0 + 1_000)
+        h.engine.preloader.run_once()
+        settle(h.engine, h.clock)
+        receiver.wait_for(1)
+        h.clock.set(t0 + 6_000)  # the receiver is still thinking
+        receiver.release()
+        h.wait_for_calls()
+    assert h.alarm("slow-answer")["status"] == "rung"
+    counted = [one for (_, app), one in h.metrics.minutes.take().items() if app == "hooks"]
+    rung = [(one.rung, one.lateness_sum_ms) for one in counted if one.rung]
+    assert rung == [(1, 0)]
+    assert _lateness_counts(h.metrics) == {"webhook": 1}
+    assert _lateness_sums(h.metrics)["webhook"] == 0.0
+
+
+def test_a_delivery_rate_s_delay_is_not_the_engine_s_lateness(harness: Harness):
+    """Held back by its application's rate, a call's lateness counts from when the rate let
+    it go; the hold is counted apart, as the throttle delay."""
+    h = harness
+    t0 = h.clock.now_ms()
+    with receiving() as receiver:
+        h.configure(
+            "hooks",
+            channel="webhook",
+            webhook_url=receiver.url(),
+            ring_rate_per_s=1,
+            ring_burst=1,
+        )
+        for key in ("r1", "r2", "r3"):
+            h.create(key, target_ring_at=t0 + 1_000)
+        for step in range(3):
+            h.ring_at(t0 + 1_000 * (step + 1))
+            receiver.wait_for(step + 1)
+        h.wait_for_calls()
+    assert {h.alarm(key)["status"] for key in ("r1", "r2", "r3")} == {"rung"}
+    assert _lateness_counts(h.metrics) == {"webhook": 3}
+    assert _lateness_sums(h.metrics)["webhook"] == 0.0
+    held_s = metric_value(h.metrics, "clock_ring_throttle_delay_seconds_sum")
+    assert held_s == pytest.approx(1.0 + 2.0)
+    counted = [one for (_, app), one in h.metrics.minutes.take().items() if app == "hooks"]
+    assert sum(one.rung for one in counted) == 3
+    assert sum(one.lateness_sum_ms for one in counted) == 0
+
+
+def _lateness_counts(metrics: Metrics) -> dict[str, float]:
+    counts = _lateness_by_channel(metrics, "clock_ring_lateness_seconds_count")
+    return {channel: count for channel, count in counts.items() if count}
+
+
+def _lateness_sums(metrics: Metrics) -> dict[str, float]:
+    return _lateness_by_channel(metrics, "clock_ring_lateness_seconds_sum")
+
+
+def _lateness_by_channel(metrics: Metrics, name: str) -> dict[str, float]:
+    """`name`'s samples summed by channel over every application label."""
+    found: dict[str, float] = {}
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == name:
+                channel = sample.labels["channel"]
+                found[channel] = found.get(channel, 0.0) + sample.value
+    return found
 
 
 def test_a_redriven_alarm_is_a_delivery_of_its_own_webhook_id(store: AlarmStore, fake_clock):

@@ -94,6 +94,9 @@ def with_article(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
+ALLOW_PRIVATE_SETTING = "CLOCK_WEBHOOK_ALLOW_PRIVATE"
+
+
 def check_target(url: str, allow_private: bool) -> str:
     """The URL in normal form (scheme and host in lower case, no default port, no fragment),
     if a webhook may be sent to it.
@@ -128,9 +131,13 @@ def check_target(url: str, allow_private: bool) -> str:
             kind = forbidden_kind(address)
             if kind is None:
                 continue
-            if literal is not None:
-                raise _refused(f"points to {host}, {with_article(kind)} address")
-            raise _refused(f"host {host} resolves to {address}, {with_article(kind)} address")
+            where = (
+                f"points to {host}" if literal is not None else f"host {host} resolves to {address}"
+            )
+            raise _refused(
+                f"{where}, {with_article(kind)} address, which this server does not call"
+                f" (its operator allows such targets with {ALLOW_PRIVATE_SETTING}=true)"
+            )
     netloc = f"[{host}]" if isinstance(literal, IPv6Address) else host
     if port is not None and port != _DEFAULT_PORTS[scheme]:
         netloc = f"{netloc}:{port}"

@@ -91,13 +91,17 @@ class Channels:
         handed: Sequence[tuple[RingRow, int]],
         versions: Mapping[int, int],
         routes: Mapping[str, Route],
+        late_from: Mapping[int, int],
     ) -> None:
         """Start the webhook calls of `handed`, each (row, moment) called at its moment,
-        never before, in its application's pool. The ring batch holds their rows meanwhile:
-        the answers are recorded once it has committed the hand-off (their record waits on
-        the rows' locks)."""
+        never before, in its application's pool, its lateness counted from `late_from`. The
+        ring batch holds their rows meanwhile: the answers are recorded once it has
+        committed the hand-off (their record waits on the rows' locks)."""
         calls = [
-            (WebhookCall(row, versions[row.id] + 1, at_ms), routes[row.application].policy)
+            (
+                WebhookCall(row, versions[row.id] + 1, at_ms, late_from[row.id]),
+                routes[row.application].policy,
+            )
             for row, at_ms in handed
             if routes[row.application].channel == WEBHOOK
         ]

@@ -73,6 +73,11 @@ class DeliveryGate:
                 later.extend(self._hold(held, now_ms + grant.retry_after_ms, rate))
         return Admitted(go, later)
 
+    def lateness_from(self, alarm_id: int, target_ms: int, due_ms: int) -> int:
+        """The moment an alarm due at `due_ms` is late from: its target, or, if its
+        application's rate held it, when the rate let it go. Forgets nothing."""
+        return max(due_ms, target_ms) if alarm_id in self._held_since else target_ms
+
     def policy_delay_ms(self, alarm_id: int, target_ms: int, due_ms: int) -> int | None:
         """For an alarm rung now: how long its application's rate held it past its due time
         (None when it was never held). Forgets it."""

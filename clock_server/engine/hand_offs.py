@@ -19,6 +19,7 @@ from typing import Protocol
 
 from clock_server.broker.publisher import Publisher
 from clock_server.engine.channels import Channels, Route
+from clock_server.engine.delivery_gate import DeliveryGate
 from clock_server.engine.dispatch import EXPRESS, LaneBatch
 from clock_server.engine.moments import Sent, by_moment, hand_over, past_cutoff
 from clock_server.model import AMQP, PULL, WEBHOOK, Claim, RingRow
@@ -96,10 +97,13 @@ class DeliveringHandOff:
     (a takeover sends the call again), and its call starts in its application's pool at its
     moment; the answers are recorded by the `WebhookRecorder`, fenced by version."""
 
-    def __init__(self, channels: Channels, clock: Clock, calls: bool) -> None:
+    def __init__(
+        self, channels: Channels, clock: Clock, calls: bool, gate: DeliveryGate | None = None
+    ) -> None:
         self.channels = channels
         self.clock = clock
         self.calls = calls
+        self.gate = gate  # says when a call's lateness counts from
 
     def hand(self, tx: RingTransaction, rows: list[RingRow], batch: Batch) -> Handed:
         handed = _due_now_or_later(rows, batch, self.clock.now_ms())
@@ -108,8 +112,14 @@ class DeliveringHandOff:
             if self.calls:
                 # Only a batch with webhook calls needs the versions that fence their answers.
                 versions = {claim.id: claim.version for claim in batch.claims}
-                self.channels.call(handed.delivered, versions, batch.routes)
+                late_from = {row.id: self._late_from(row, batch) for row, _ in handed.delivered}
+                self.channels.call(handed.delivered, versions, batch.routes, late_from)
         return handed
+
+    def _late_from(self, row: RingRow, batch: Batch) -> int:
+        if self.gate is None:
+            return row.target_ring_at
+        return self.gate.lateness_from(row.id, row.target_ring_at, batch.due_at[row.id])
 
 
 def _due_now_or_later(rows: list[RingRow], batch: Batch, now_ms: int) -> Handed:

@@ -68,8 +68,9 @@ class Outcomes:
         application's channel in `channel_of` (pull when not named there). Returns how many
         alarms died.
 
-        The per-minute statistics count a pull row as rung when handed; a row of an
-        application of `webhooks` is counted when its answer is recorded (`WebhookRecorder`).
+        The lateness and the per-minute statistics count a pull row as rung when handed; a
+        row of an application of `webhooks` is counted when its 2xx answer is recorded
+        (`WebhookRecorder`), its lateness to the start of that call.
         """
         now_ms = self.clock.now_ms()
         tx.mark_expired(sorted(row.id for row in expired), now_ms)
@@ -83,14 +84,15 @@ class Outcomes:
         channel_of = channel_of or {}
         for row, at_ms in handed:
             # A handed row is the channel's from its moment, or from now if that has passed.
-            late_ms = self._lateness_ms(row, max(at_ms, now_ms), due_at)
+            late_ms = self._lateness_ms(row, max(at_ms, now_ms), due_at)  # and its throttle
+            if row.application in webhooks:
+                continue  # late until the start of the call that delivers: counted then
             lateness_s.append(
                 (row.application, channel_of.get(row.application, PULL), late_ms / 1000)
             )
-            if row.application not in webhooks:
-                tally = _tally(tallies, row.application)
-                tally.rung += 1
-                tally.lateness_ms.append(late_ms)
+            tally = _tally(tallies, row.application)
+            tally.rung += 1
+            tally.lateness_ms.append(late_ms)
         for rows, published_at, flags in confirmed:
             for row, ok in zip(rows, flags, strict=True):
                 tally = _tally(tallies, row.application)

@@ -14,7 +14,7 @@ from clock_server.engine.backoff import RetryPolicy
 from clock_server.errors import Unavailable
 from clock_server.metrics import Metrics
 from clock_server.minute_stats import RingTally
-from clock_server.model import Claim, RingRow
+from clock_server.model import WEBHOOK, Claim, RingRow
 from clock_server.store.ports import ClaimStore, RingTransaction
 from clock_server.timesource import Clock
 
@@ -31,6 +31,7 @@ class WebhookCall(NamedTuple):
     row: RingRow
     version: int
     at_ms: int = 0  # its moment: the call starts then, never before
+    late_from_ms: int = 0  # the moment its lateness counts from; 0: its target
 
 
 class Answer(NamedTuple):
@@ -40,7 +41,6 @@ class Answer(NamedTuple):
     call: WebhookCall
     sent_at: int
     outcome: WebhookOutcome | None
-    answered_at: int = 0  # when the answer was in; 0: at `sent_at`
     took_s: float | None = None  # how long the HTTP call took; None when none was made
 
 
@@ -131,6 +131,7 @@ class WebhookRecorder:
         dead: dict[str, list[int]] = defaultdict(list)  # by error
         counted: Counter[tuple[str, str]] = Counter()  # (application, what happened)
         calls: list[tuple[str, str, float | None]] = []  # (application, outcome, duration)
+        lateness: list[tuple[str, str, float]] = []  # (application, channel, seconds)
         for answer in batch:
             row, outcome = answer.call.row, answer.outcome
             if row.id not in live:
@@ -147,9 +148,12 @@ class WebhookRecorder:
             calls.append((row.application, label, answer.took_s))
             if outcome.ok:
                 rung.append((row.id, answer.sent_at))
+                # The engine's lateness: to the start of the call that delivered it. The
+                # receiver's own time is clock_webhook_call_seconds.
+                late_ms = max(answer.sent_at - (answer.call.late_from_ms or row.target_ring_at), 0)
                 tally.rung += 1
-                answered_at = answer.answered_at or answer.sent_at
-                tally.lateness_ms.append(max(answered_at - row.target_ring_at, 0))
+                tally.lateness_ms.append(late_ms)
+                lateness.append((row.application, WEBHOOK, late_ms / 1000))
                 continue
             error = outcome.error or "failed"
             retry = retries[row.application]
@@ -166,6 +170,7 @@ class WebhookRecorder:
         for error, ids in dead.items():
             tx.mark_dead(ids, now_ms, error)
         self.metrics.observe_webhook_calls(calls)
+        self.metrics.observe_lateness(lateness)
         self._count(counted, dead)
         return sum(len(ids) for ids in dead.values())
 
@@ -178,8 +183,8 @@ class WebhookRecorder:
                 metrics.dead.labels(application).inc(count)
             elif what == "2xx":
                 metrics.rung.labels(application).inc(count)
-            else:
-                metrics.publish_failures.inc(count)
+            # Failed calls are counted by outcome in clock_webhook_calls only:
+            # clock_publish_failures is the broker's.
         for error, ids in dead.items():
             log.error(
                 "%d alarms dead after their last webhook attempt (%s): %s",

@@ -176,7 +176,7 @@ class WebhookDispatcher:
             started = time.perf_counter()
             outcome = self.sender.send(request)
             took_s = time.perf_counter() - started
-        self.recorder.add(Answer(call, now_ms, outcome, self.clock.now_ms(), took_s))
+        self.recorder.add(Answer(call, now_ms, outcome, took_s))
 
     def _slots(self, policy: ApplicationPolicy) -> int:
         return policy.webhook_max_in_flight or self.max_in_flight

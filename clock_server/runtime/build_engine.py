@@ -257,7 +257,7 @@ def ring_parts(
     amqp = AmqpHandOff(publisher, ports.express_publisher or publisher, clock)
     hand_offs = HandOffs(amqp)
     if channels is not None:
-        webhook = DeliveringHandOff(channels, clock, calls=True)
+        webhook = DeliveringHandOff(channels, clock, calls=True, gate=gate)
         hand_offs = HandOffs(amqp, webhook, DeliveringHandOff(channels, clock, calls=False))
     lead = LockLead(
         tuning.lead_floor_ms, tuning.lead_ceiling_ms, tuning.lead_window, tuning.lead_margin_ms

@@ -40,10 +40,11 @@ class ApplicationOverview(TypedDict):
 
 
 class Lateness(TypedDict):
-    """The engine's lateness (due time to published, webhook 2xx answer or pull hand-off)
-    over the last window_ms, from the per-minute statistics: percentiles from the merged
-    buckets, max_ms the upper bound of the highest bucket counted; over_max: some rings were
-    later than max_ms, the last bucket's bound, which the percentiles then stop at."""
+    """The engine's lateness (due time to published, start of the webhook call answered 2xx,
+    or pull hand-off) over the last window_ms, from the per-minute statistics: percentiles
+    from the merged buckets, max_ms the upper bound of the highest bucket counted; over_max:
+    some rings were later than max_ms, the last bucket's bound, which the percentiles then
+    stop at."""
 
     window_ms: int
     sample: Count

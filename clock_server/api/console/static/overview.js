@@ -92,7 +92,7 @@ function sections(data, last) {
       data.due.map((d) => card(`Due within ${duration(d.within_ms)}`, capped(d), `due-${d.within_ms}`)),
     ),
     el("h2", {}, `Lateness of rings (last ${duration(late.window_ms)})`),
-    el("p", { class: "muted" }, "The engine's, from the per-minute statistics: from the due time to the publish of a message the broker confirmed, the webhook's 2xx answer or the pull hand-off."),
+    el("p", { class: "muted" }, "The engine's, from the per-minute statistics: from the due time to the publish of a message the broker confirmed, the start of the webhook call answered 2xx, or the pull hand-off."),
     lateness(late, "lateness", "", "rings counted", "highest bucket"),
     el("h2", { id: "pull-ack-title" }, pullTitle(data.pull_ack)),
     el("p", { class: "muted" }, "The pull consumers': from the due time to their ack, read from the alarms acked last."),
