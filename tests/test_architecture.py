@@ -40,6 +40,7 @@ def test_the_import_contracts_hold() -> None:
         ("store/sql.py", "import clock_server.engine.heap", "Layers"),
         ("api/routes.py", "import sqlalchemy", "Only store/ talks SQL"),
         ("api/routes.py", "import clock_server.api.app", "No import cycles"),
+        ("engine/maintenance.py", "import cronsim", "Only recurrence.py parses cron"),
     ],
 )
 def test_a_broken_contract_fails(tmp_path: Path, module: str, line: str, contract: str) -> None:

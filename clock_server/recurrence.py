@@ -1,0 +1,124 @@
+"""When a schedule rings: a cron expression or an interval, read in an IANA time zone, and the
+occurrences it makes, in UTC milliseconds. Pure: no clock, no store.
+
+Cron expressions are parsed and stepped by cronsim, whose calendar is Debian cron's:
+- 5 fields (minute, hour, day of month, month, day of week), or 6 with seconds first; `L`
+  for the last day of the month, `#` for the n-th weekday, names of months and days;
+- when both day fields are restricted, either matching is enough (cron's rule);
+- a time the clocks skip (spring forward) rings once, at the jump: 02:30 in Berlin on the
+  last Sunday of March rings at 03:00 CEST;
+- a time the clocks repeat (fall back) rings once, at its first pass, when its hour is
+  fixed; an expression whose hour is `*` or a step rings in both passes, every real hour.
+
+An interval (`every_s`) counts in UTC from its anchor, so clocks changing do not move it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from clock_server.errors import ValidationError
+
+MIN_EVERY_S = 1
+MAX_EVERY_S = 366 * 24 * 3600
+MAX_TIMEZONE_LENGTH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Recurrence:
+    """A schedule's calendar: exactly one of `cron` and `every_s`, read in `timezone`; no
+    occurrence before `start_ms` or after `end_ms` (when set). An interval's occurrences are
+    `start_ms` + k * `every_s` seconds."""
+
+    cron: str | None
+    every_s: int | None
+    timezone: str
+    start_ms: int
+    end_ms: int | None = None
+
+    def after(self, after_ms: int, count: int) -> list[int]:
+        """The first `count` occurrences later than `after_ms`, in UTC milliseconds (fewer
+        once `end_ms` is passed)."""
+        found: list[int] = []
+        for at_ms in self._from(max(after_ms, self.start_ms - 1)):
+            if self.end_ms is not None and at_ms > self.end_ms:
+                break
+            found.append(at_ms)
+            if len(found) == count:
+                break
+        return found
+
+    def _from(self, after_ms: int) -> Iterator[int]:
+        if self.every_s is not None:
+            step_ms = self.every_s * 1000
+            k = max((after_ms - self.start_ms) // step_ms + 1, 0)
+            while True:
+                yield self.start_ms + k * step_ms
+                k += 1
+        assert self.cron is not None
+        zone = ZoneInfo(self.timezone)
+        # cronsim steps in whole seconds, strictly after its start: start from the second
+        # that holds after_ms, so that an occurrence in the same second is not repeated.
+        start = datetime.fromtimestamp(after_ms // 1000, UTC).astimezone(zone)
+        for moment in CronSim(self.cron, start):
+            yield int(moment.timestamp()) * 1000
+
+
+def recurrence(
+    cron: str | None,
+    every_s: int | None,
+    timezone: str,
+    start_ms: int,
+    end_ms: int | None,
+) -> Recurrence:
+    """A checked Recurrence; ValidationError naming the field when a rule is broken: both or
+    neither of cron and every_s, a cron expression cronsim refuses (30 February included),
+    an unknown time zone, an interval out of range, an end before the start, or a calendar
+    with no occurrence between the start and the end."""
+    if (cron is None) == (every_s is None):
+        raise ValidationError("give exactly one of cron and every_s", field="cron")
+    zone_name = _zone(timezone)
+    if cron is not None:
+        _check_cron(cron)
+    if every_s is not None and not MIN_EVERY_S <= every_s <= MAX_EVERY_S:
+        raise ValidationError(
+            f"every_s must be a whole number of seconds from {MIN_EVERY_S} to {MAX_EVERY_S}",
+            field="every_s",
+        )
+    if end_ms is not None and end_ms < start_ms:
+        raise ValidationError("end_at must not be before start_at", field="end_at")
+    checked = Recurrence(cron, every_s, zone_name, start_ms, end_ms)
+    if not checked.after(start_ms - 1, 1):
+        field = "end_at" if end_ms is not None else "cron"
+        raise ValidationError("the schedule has no occurrence: it would never ring", field=field)
+    return checked
+
+
+def local_iso(at_ms: int, timezone: str) -> str:
+    """`at_ms` as an ISO 8601 time in `timezone`, with its offset."""
+    moment = datetime.fromtimestamp(at_ms / 1000, UTC).astimezone(ZoneInfo(timezone))
+    return moment.isoformat(timespec="milliseconds")
+
+
+def _zone(name: str) -> str:
+    if not name or len(name) > MAX_TIMEZONE_LENGTH or name.startswith("/") or ".." in name:
+        raise ValidationError(f"timezone is not an IANA time zone: {name[:64]!r}", field="timezone")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValidationError(
+            f"timezone is not an IANA time zone: {name!r}", field="timezone"
+        ) from None
+    return name
+
+
+def _check_cron(expression: str) -> None:
+    try:
+        CronSim(expression, datetime(2000, 1, 1, tzinfo=UTC))
+    except (CronSimError, ValueError, TypeError, KeyError, IndexError) as error:
+        raise ValidationError(f"cron is not a valid expression: {error}", field="cron") from None
