@@ -63,6 +63,7 @@ LOOPS = (
     "backlog",
     "pull_requeue",
     "pull_sweep",
+    "schedule_planner",
     "purge",
     "stats_purge",
 )

@@ -53,6 +53,53 @@ class Recurrence:
                 break
         return found
 
+    def between(self, after_ms: int, until_ms: int, count: int) -> list[int]:
+        """At most the first `count` occurrences later than `after_ms` and not later than
+        `until_ms`."""
+        found: list[int] = []
+        if count <= 0:
+            return found
+        for at_ms in self._from(max(after_ms, self.start_ms - 1)):
+            if at_ms > until_ms or (self.end_ms is not None and at_ms > self.end_ms):
+                break
+            found.append(at_ms)
+            if len(found) == count:
+                break
+        return found
+
+    def last_before(self, before_ms: int, not_before_ms: int, count: int) -> list[int]:
+        """The last `count` occurrences earlier than `before_ms` and not earlier than
+        `not_before_ms`, oldest first."""
+        low = max(not_before_ms, self.start_ms)
+        high = before_ms - 1 if self.end_ms is None else min(before_ms - 1, self.end_ms)
+        if count <= 0 or high < low:
+            return []
+        found: list[int] = []
+        if self.every_s is not None:
+            step_ms = self.every_s * 1000
+            k = (high - self.start_ms) // step_ms
+            while k >= 0 and len(found) < count:
+                at_ms = self.start_ms + k * step_ms
+                if at_ms < low:
+                    break
+                found.append(at_ms)
+                k -= 1
+        else:
+            assert self.cron is not None
+            zone = ZoneInfo(self.timezone)
+            # Backwards, cronsim yields times strictly before its start (in whole seconds).
+            start = datetime.fromtimestamp(high // 1000 + 1, UTC).astimezone(zone)
+            for moment in CronSim(self.cron, start, reverse=True):
+                at_ms = int(moment.timestamp()) * 1000
+                if at_ms < low:
+                    break
+                if at_ms <= high:
+                    found.append(at_ms)
+                if len(found) == count:
+                    break
+        found.reverse()
+        return found
+
     def _from(self, after_ms: int) -> Iterator[int]:
         if self.every_s is not None:
             step_ms = self.every_s * 1000

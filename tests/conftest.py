@@ -25,8 +25,10 @@ from clock_server.store.schema import (
     application_table,
     engine_table,
     event_table,
+    job_lease_table,
     minute_stats_table,
     rate_bucket_table,
+    schedule_table,
 )
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import (
@@ -89,6 +91,8 @@ def _empty_store(url: str) -> Iterator[AlarmStore]:
         conn.execute(delete(application_table))
         conn.execute(delete(rate_bucket_table))
         conn.execute(delete(minute_stats_table))
+        conn.execute(delete(schedule_table))
+        conn.execute(delete(job_lease_table))
     yield AlarmStore(db)
     leaked = db.pool.checkedout()  # type: ignore[attr-defined]
     db.dispose()

@@ -704,6 +704,15 @@ ROUTES: list[tuple[str, str, Any, str, bool]] = [
     ("GET", "/v1/stats", None, "any", True),
     ("POST", "/v1/applications/orders/pull", {}, "app", False),
     ("POST", "/v1/applications/orders/ack", {"ids": ["1"]}, "app", False),
+    ("PUT", "/v1/schedules/orders/s1", {"cron": "0 * * * *", "payload": "p"}, "app", False),
+    ("GET", "/v1/schedules/orders/s1", None, "app", True),
+    ("PATCH", "/v1/schedules/orders/s1", {"payload": "q"}, "app", False),
+    ("DELETE", "/v1/schedules/orders/s1", None, "app", False),
+    ("POST", "/v1/schedules/orders/s1/pause", None, "app", False),
+    ("POST", "/v1/schedules/orders/s1/resume", None, "app", False),
+    ("GET", "/v1/schedules/orders/s1/next", None, "app", True),
+    ("GET", "/v1/schedules?application=orders", None, "app", True),
+    ("GET", "/v1/schedules", None, "admin", True),
 ]
 
 

@@ -23,6 +23,7 @@ from clock_server.api.http_errors import clock_error, http_error, unexpected_err
 from clock_server.api.pull_routes import pulls
 from clock_server.api.request_guard import RequestGuard, install, screen_body, screen_request
 from clock_server.api.routes import allow_sub_resource_methods, api
+from clock_server.api.schedule_routes import schedules
 from clock_server.api.services import Services
 from clock_server.api.stats_routes import stats
 from clock_server.errors import ClockError
@@ -53,6 +54,7 @@ def create_app(services: Services) -> Flask:
     app.register_blueprint(pulls)
     app.register_blueprint(console)
     app.register_blueprint(stats)
+    app.register_blueprint(schedules)
     app.register_error_handler(ClockError, clock_error)
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, unexpected_error)

@@ -38,6 +38,7 @@ from clock_server.model import (
     NewAlarm,
     is_application_name,
 )
+from clock_server.occurrences import OCCURRENCE_PREFIX
 from clock_server.store.alarm_search import BY_DUE, BY_KEY, order_of
 
 
@@ -204,6 +205,12 @@ def alarm_from(
     9999, so it rings by its count alone. `creator(application)`, asked once the request is
     valid, names who creates it (`created_by`); it may refuse by raising."""
     _check_payload(body.payload, payload_max_bytes)
+    if body.business_id.startswith(OCCURRENCE_PREFIX):
+        raise ValidationError(
+            f"business_id must not start with {OCCURRENCE_PREFIX!r}: those are the keys of "
+            "the occurrences of schedules",
+            field="business_id",
+        )
     if body.count_only:
         target = MAX_EPOCH_MS
     else:

@@ -1,6 +1,7 @@
 """Periodic maintenance jobs on an APScheduler background scheduler: the backlog gauge, the
 requeue of pull messages whose application left the pull channel, the sweep of pull messages
-no puller will finish, the retention purge, and the per-minute statistics' purge."""
+no puller will finish, the schedules' planner, the retention purge, and the per-minute
+statistics' purge."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from clock_server.engine.pull_sweep import PULL_SWEEP_JOB, PullSweep
+from clock_server.engine.schedule_planner import PLAN_JOB, SchedulePlanner
 from clock_server.engine.stats_purge import STATS_PURGE_JOB, StatsPurge
 from clock_server.metrics import Metrics
 from clock_server.model import CANCELLED, DEAD, EXPIRED, RUNG
@@ -18,6 +20,7 @@ from clock_server.store.ports import (
     BacklogCounter,
     FinishedAlarmPurger,
     JobLease,
+    Planned,
     PullRequeue,
     PullSwept,
 )
@@ -43,6 +46,7 @@ class Maintenance:
         requeue: PullRequeue | None = None,
         stats_purge: StatsPurge | None = None,
         pull_sweep: PullSweep | None = None,
+        planner: SchedulePlanner | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -52,6 +56,7 @@ class Maintenance:
         self.requeue = requeue
         self.stats_purge = stats_purge
         self.pull_sweep = pull_sweep
+        self.planner = planner
         self._scheduler: BackgroundScheduler | None = None
 
     def start(self) -> None:
@@ -63,6 +68,8 @@ class Maintenance:
             jobs.append((self.requeue_left_pull, self.interval_s, "requeue_left_pull"))
         if self.pull_sweep is not None:
             jobs.append((self.sweep_pulls, self.pull_sweep.interval_s, PULL_SWEEP_JOB))
+        if self.planner is not None:
+            jobs.append((self.plan_schedules, self.planner.interval_s, PLAN_JOB))
         if self.purge is not None:
             jobs.append((self.purge_finished, self.purge.interval_s, PURGE_JOB))
         if self.stats_purge is not None:
@@ -125,6 +132,17 @@ class Maintenance:
         except Exception:
             log.exception("the pull sweep failed", extra={"action": "maintenance_error"})
             self.metrics.loop_error("pull_sweep")
+            return None
+
+    def plan_schedules(self) -> Planned | None:
+        """One run of the schedule planner: what it made, None when another server holds its
+        lease or the database failed under it."""
+        assert self.planner is not None
+        try:
+            return self.planner.run()
+        except Exception:
+            log.exception("the schedule planner failed", extra={"action": "maintenance_error"})
+            self.metrics.loop_error("schedule_planner")
             return None
 
     def purge_finished(self) -> int | None:

@@ -18,6 +18,7 @@ from clock_server.delivery.sender_port import WebhookSender
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.maintenance import MAINTENANCE_INTERVAL_S, Maintenance, RetentionPurge
 from clock_server.engine.pull_sweep import PullSweep
+from clock_server.engine.schedule_planner import SchedulePlanner
 from clock_server.engine.stats_purge import StatsPurge
 from clock_server.engine.stats_writer import StatsWriter
 from clock_server.errors import ConfigError
@@ -34,6 +35,7 @@ from clock_server.store.ports import ApplicationPolicies
 from clock_server.store.pull_requeue import SqlPullRequeue
 from clock_server.store.pull_sweep import SqlPullSweep
 from clock_server.store.purge import SqlFinishedAlarmPurger, SqlJobLease
+from clock_server.store.schedules import SqlSchedules
 from clock_server.store.secret_box import SecretBox
 from clock_server.store.stored_secrets import StoredSecrets
 from clock_server.timesource import Clock, SystemClock
@@ -187,7 +189,8 @@ def compose(
             settings, store, clock, metrics, engine, publisher, tokens, loops=engine
         )
         app = create_app(services)
-    maintenance = build_maintenance(settings, store, clock, metrics)
+    notify = engine.notify_due if engine is not None else None
+    maintenance = build_maintenance(settings, store, clock, metrics, notify)
     stats = StatsWriter(metrics.minutes, SqlMinuteStats(store), clock)
     return Runtime(settings, store, app, engine, publisher, maintenance, express_publisher, stats)
 
@@ -212,10 +215,15 @@ def amqp_publishers(settings: Settings, metrics: Metrics) -> tuple[AmqpPublisher
 
 
 def build_maintenance(
-    settings: Settings, store: AlarmStore, clock: Clock, metrics: Metrics
+    settings: Settings,
+    store: AlarmStore,
+    clock: Clock,
+    metrics: Metrics,
+    notify: Callable[[int], None] | None = None,
 ) -> Maintenance:
     """The periodic jobs: the backlog gauge, the requeue and the sweep of pull messages,
-    the retention purge, the statistics' purge."""
+    the schedules' planner (waking this server's engine with `notify`), the retention purge,
+    the statistics' purge."""
     purge = RetentionPurge(
         SqlFinishedAlarmPurger(store),
         SqlJobLease(store),
@@ -245,15 +253,30 @@ def build_maintenance(
         owner=settings.instance_id,
         interval_s=MAINTENANCE_INTERVAL_S,
     )
+    planner = SchedulePlanner(
+        SqlSchedules(store),
+        SqlJobLease(store),
+        clock,
+        owner=settings.instance_id,
+        ahead_ms=plan_ahead_ms(settings),
+        notify=notify,
+    )
     return Maintenance(
         store,
         clock,
         metrics,
+        planner=planner,
         purge=purge,
         requeue=SqlPullRequeue(store),
         stats_purge=stats_purge,
         pull_sweep=pull_sweep,
     )
+
+
+def plan_ahead_ms(settings: Settings) -> int:
+    """How long before its time an occurrence is made an alarm: before the preloader's window
+    reaches it, with twenty planner runs to spare."""
+    return settings.preload_window_ms + 20_000
 
 
 def check_secrets_open(secrets: StoredSecrets) -> None:

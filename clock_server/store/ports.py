@@ -275,3 +275,21 @@ class MinuteStatsSink(Protocol):
         """Delete a short transaction's worth (about `batch` rows) of the minutes before
         `minute_ms`; how many rows went (0: none are left)."""
         ...
+
+
+class Planned(NamedTuple):
+    """What one planner pass made: how many occurrences, the earliest of them, and how many
+    schedules it read (as many as it may read: there may be more)."""
+
+    made: int
+    earliest: int | None
+    schedules: int
+
+
+class OccurrencePlanner(Protocol):
+    """Makes the schedules' occurrences alarms, a while before they are due."""
+
+    def plan(self, now_ms: int, ahead_ms: int, limit: int = ...) -> Planned:
+        """Make the occurrences due within `ahead_ms` of `now_ms`, of at most `limit`
+        schedules."""
+        ...

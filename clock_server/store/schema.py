@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import (
     CHAR,
     BigInteger,
+    Boolean,
     Column,
     Double,
     Index,
@@ -226,6 +227,33 @@ minute_stats_table = Table(
     Column("minute", BigInteger, primary_key=True, autoincrement=False),
     Column("application", _APP, primary_key=True),
     *(Column(name, BigInteger, nullable=False, server_default="0") for name in COUNTER_COLUMNS),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
+# Recurring schedules (store/schedules.py): each occurrence is made an alarm of `clock` a
+# short while before it is due, and `next_at` moved past it in the same transaction.
+schedule_table = Table(
+    "clock_schedule",
+    metadata,
+    Column("application", _APP, primary_key=True),
+    Column("schedule_id", _APP, primary_key=True),
+    Column("cron", String(255), nullable=True),
+    Column("every_s", BigInteger, nullable=True),
+    Column("timezone", String(64), nullable=False),
+    Column("payload", _PAYLOAD, nullable=False),
+    Column("start_at", BigInteger, nullable=False),
+    Column("end_at", BigInteger, nullable=True),
+    Column("cutoff_ms", BigInteger, nullable=True),
+    Column("catch_up", String(8), nullable=False),
+    Column("catch_up_max", Integer, nullable=False),
+    Column("paused", Boolean, nullable=False),
+    # The first occurrence not yet made an alarm; NULL once the schedule has ended.
+    Column("next_at", BigInteger, nullable=True),
+    Column("version", BigInteger, nullable=False, server_default="0"),
+    Column("create_time", BigInteger, nullable=False),
+    Column("update_time", BigInteger, nullable=False),
+    Index("ix_clock_schedule_next_at", "paused", "next_at"),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )

@@ -1,0 +1,67 @@
+"""Making the schedules' occurrences alarms, by the server holding the job's lease, every
+second: each occurrence is in the table `ahead_ms` before it is due, so the engine claims
+and rings it as it does any alarm."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from clock_server.store.ports import JobLease, OccurrencePlanner, Planned
+from clock_server.timesource import Clock
+
+log = logging.getLogger(__name__)
+
+PLAN_JOB = "plan_schedules"
+PLAN_INTERVAL_S = 1.0
+# Schedules planned in one transaction; a pass that read as many goes on at once.
+SCHEDULES_PER_PASS = 200
+# Passes one run makes at most; what is left goes with the next run, a second later.
+MAX_PASSES = 50
+
+
+class SchedulePlanner:
+    """One run takes the job's lease, then plans the schedules due within `ahead_ms`;
+    `notify(due_ms)` wakes the engine for occurrences made inside its preloaded window."""
+
+    def __init__(
+        self,
+        planner: OccurrencePlanner,
+        lease: JobLease,
+        clock: Clock,
+        *,
+        owner: str,
+        ahead_ms: int,
+        notify: Callable[[int], None] | None = None,
+        interval_s: float = PLAN_INTERVAL_S,
+    ) -> None:
+        self.planner = planner
+        self.lease = lease
+        self.clock = clock
+        self.owner = owner
+        self.ahead_ms = ahead_ms
+        self.notify = notify
+        self.interval_s = interval_s
+        # Another server takes over within two intervals of this one's last run.
+        self.lease_ms = int(interval_s * 2 * 1000)
+
+    def run(self) -> Planned | None:
+        """What this run made; None when another server holds the lease."""
+        now_ms = self.clock.now_ms()
+        if not self.lease.take(PLAN_JOB, self.owner, now_ms, now_ms + self.lease_ms):
+            return None
+        made, earliest, schedules = 0, None, 0
+        for _ in range(MAX_PASSES):
+            step = self.planner.plan(self.clock.now_ms(), self.ahead_ms, SCHEDULES_PER_PASS)
+            made += step.made
+            schedules += step.schedules
+            if step.earliest is not None:
+                earliest = step.earliest if earliest is None else min(earliest, step.earliest)
+                if self.notify is not None:
+                    self.notify(step.earliest)
+            if step.schedules < SCHEDULES_PER_PASS:
+                break
+        if made:
+            log.debug("made %d occurrences of %d schedules", made, schedules,
+                      extra={"action": "occurrences_made", "made": made})  # fmt: skip
+        return Planned(made, earliest, schedules)
