@@ -299,6 +299,7 @@ def test_v1_without_a_valid_token_is_always_401(target: Target, operation: Any) 
 _CHECKER = OpenApiChecker(openapi_document())
 ONE = "/v1/alarms/{application}/{business_id}"
 APP = "/v1/applications/{application}"
+SCHEDULE = "/v1/schedules/{application}/{schedule_id}"
 _TEMPLATES = [
     (re.compile(r"/v1/alarms"), "/v1/alarms"),
     (re.compile(r"/v1/alarms/batch"), BATCH),
@@ -316,6 +317,11 @@ _TEMPLATES = [
     (re.compile(r"/v1/overview"), "/v1/overview"),
     (re.compile(r"/v1/stats"), "/v1/stats"),
     (re.compile(r"/v1/whoami"), "/v1/whoami"),
+    (re.compile(r"/v1/schedules"), "/v1/schedules"),
+    (re.compile(r"/v1/schedules/[^/]+/[^/]+/pause"), f"{SCHEDULE}/pause"),
+    (re.compile(r"/v1/schedules/[^/]+/[^/]+/resume"), f"{SCHEDULE}/resume"),
+    (re.compile(r"/v1/schedules/[^/]+/[^/]+/next"), f"{SCHEDULE}/next"),
+    (re.compile(r"/v1/schedules/[^/]+/[^/]+"), SCHEDULE),
     (re.compile(r"/healthz"), "/healthz"),
     (re.compile(r"/livez"), "/livez"),
     (re.compile(r"/readyz"), "/readyz"),

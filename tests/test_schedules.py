@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from clock_client import ClockClient, ValidationError
 from clock_server.occurrences import MISSED_AFTER_MS, occurrence_key
 from clock_server.store.alarms import AlarmStore
 from clock_server.testing import SettableClock
@@ -255,3 +256,31 @@ def test_an_occurrence_s_cutoff_expires_it(service: ServiceHarness):
     service.step()
     [row] = occurrence_rows(service)
     assert row["status"] == "expired" and row["latest_ring_at"] == ms("2026-12-01 10:01:05")
+
+
+def test_the_sdk_makes_reads_previews_pauses_and_deletes_a_schedule(service: ServiceHarness):
+    for base_url in service.serve():
+        with ClockClient(base_url, retries=0) as clock:
+            made = clock.schedule("orders", "weekly", "report", cron="0 9 * * MON",
+                                  timezone="Europe/Berlin")  # fmt: skip
+            assert (made.cron, made.timezone, made.next_at) == (
+                "0 9 * * MON", "Europe/Berlin", ms("2026-12-07 08:00:00"),
+            )  # fmt: skip
+            assert clock.get_schedule("orders", "weekly") == made
+            [first, second] = clock.next_occurrences("orders", "weekly", count=2)
+            assert (first.utc, first.local) == (
+                "2026-12-07T08:00:00.000Z", "2026-12-07T09:00:00.000+01:00",
+            )  # fmt: skip
+            assert second.at == ms("2026-12-14 08:00:00")
+            assert clock.change_schedule("orders", "weekly", payload="the report").payload == (
+                "the report"
+            )
+            assert clock.pause_schedule("orders", "weekly").paused
+            assert not clock.resume_schedule("orders", "weekly").paused
+            page = clock.schedules(application="orders")
+            assert [s.schedule_id for s in page.schedules] == ["weekly"]
+            assert page.next_cursor is None
+            with pytest.raises(ValidationError) as refused:
+                clock.schedule("orders", "never", "p", cron="0 0 30 2 *")
+            assert refused.value.field == "cron"
+            assert clock.delete_schedule("orders", "weekly").schedule_id == "weekly"

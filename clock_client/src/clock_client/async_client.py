@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from . import calls
+from . import calls, schedules
 from .calls import Call
 from .errors import ClockError, NotFound, Unavailable
 from .models import (
@@ -29,6 +29,7 @@ from .models import (
 )
 from .reports import Overview, Stats, WhoAmI
 from .retries import RETRY_METHODS, RETRY_STATUSES, backoff_s
+from .schedules import Occurrence, Schedule, SchedulePage
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -292,6 +293,60 @@ class AsyncClockClient:
     async def stats(self, minutes: int = 60, application: str | None = None) -> Stats:
         """As ClockClient.stats."""
         return await self._send(calls.stats(minutes, application))
+
+    async def schedule(
+        self,
+        application: str,
+        schedule_id: str,
+        payload: str,
+        *,
+        cron: str | None = None,
+        every_s: int | None = None,
+        timezone: str = "UTC",
+        start_at: int | None = None,
+        end_at: int | None = None,
+        cutoff_ms: int | None = None,
+        catch_up: str = "skip",
+        catch_up_max: int = 100,
+        paused: bool = False,
+    ) -> Schedule:
+        """As ClockClient.schedule."""
+        fields = {"cron": cron, "every_s": every_s, "timezone": timezone, "payload": payload,
+                  "start_at": start_at, "end_at": end_at, "cutoff_ms": cutoff_ms,
+                  "catch_up": catch_up, "catch_up_max": catch_up_max, "paused": paused}  # fmt: skip
+        return await self._send(schedules.put(application, schedule_id, fields))
+
+    async def get_schedule(self, application: str, schedule_id: str) -> Schedule:
+        """As ClockClient.get_schedule."""
+        return await self._send(schedules.get(application, schedule_id))
+
+    async def change_schedule(self, application: str, schedule_id: str, **fields: Any) -> Schedule:
+        """As ClockClient.change_schedule."""
+        return await self._send(schedules.patch(application, schedule_id, fields))
+
+    async def delete_schedule(self, application: str, schedule_id: str) -> Schedule:
+        """As ClockClient.delete_schedule."""
+        return await self._send(schedules.delete(application, schedule_id))
+
+    async def pause_schedule(self, application: str, schedule_id: str) -> Schedule:
+        """As ClockClient.pause_schedule."""
+        return await self._send(schedules.pause(application, schedule_id, True))
+
+    async def resume_schedule(self, application: str, schedule_id: str) -> Schedule:
+        """As ClockClient.resume_schedule."""
+        return await self._send(schedules.pause(application, schedule_id, False))
+
+    async def next_occurrences(
+        self, application: str, schedule_id: str, count: int = 5
+    ) -> tuple[Occurrence, ...]:
+        """As ClockClient.next_occurrences."""
+        return await self._send(schedules.upcoming(application, schedule_id, count))
+
+    async def schedules(
+        self, application: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> SchedulePage:
+        """As ClockClient.schedules."""
+        return await self._send(schedules.listing(application, limit, cursor))
 
     async def live(self) -> dict[str, Any]:
         """As ClockClient.live."""

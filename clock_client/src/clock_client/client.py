@@ -13,7 +13,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from . import calls
+from . import calls, schedules
 from .calls import MAX_BATCH, Call
 from .errors import ClockError, NotFound, Unavailable
 from .models import (
@@ -29,6 +29,7 @@ from .models import (
 )
 from .reports import Overview, Stats, WhoAmI
 from .retries import RETRY_METHODS, RETRY_STATUSES
+from .schedules import Occurrence, Schedule, SchedulePage
 
 __all__ = ["MAX_BATCH", "ClockClient"]
 
@@ -420,6 +421,65 @@ class ClockClient:
         (fewer for more than 685 minutes); ``left_out`` says how many more are in the total
         only."""
         return self._send(calls.stats(minutes, application))
+
+    def schedule(
+        self,
+        application: str,
+        schedule_id: str,
+        payload: str,
+        *,
+        cron: str | None = None,
+        every_s: int | None = None,
+        timezone: str = "UTC",
+        start_at: int | None = None,
+        end_at: int | None = None,
+        cutoff_ms: int | None = None,
+        catch_up: str = "skip",
+        catch_up_max: int = 100,
+        paused: bool = False,
+    ) -> Schedule:
+        """Create or replace a recurring schedule (``PUT /v1/schedules/...``): exactly one of
+        ``cron`` (5 fields, or 6 with seconds) and ``every_s``, read in the IANA ``timezone``.
+        Each occurrence rings like an alarm of ``application``; one missed while clock was
+        down follows ``catch_up`` (``skip``, ``latest``, or ``all``: the latest
+        ``catch_up_max``). ValidationError names the field of a bad one."""
+        fields = {"cron": cron, "every_s": every_s, "timezone": timezone, "payload": payload,
+                  "start_at": start_at, "end_at": end_at, "cutoff_ms": cutoff_ms,
+                  "catch_up": catch_up, "catch_up_max": catch_up_max, "paused": paused}  # fmt: skip
+        return self._send(schedules.put(application, schedule_id, fields))
+
+    def get_schedule(self, application: str, schedule_id: str) -> Schedule:
+        """A stored schedule (NotFound if there is none)."""
+        return self._send(schedules.get(application, schedule_id))
+
+    def change_schedule(self, application: str, schedule_id: str, **fields: Any) -> Schedule:
+        """Change some fields of a schedule (``PATCH``); occurrences not yet due follow."""
+        return self._send(schedules.patch(application, schedule_id, fields))
+
+    def delete_schedule(self, application: str, schedule_id: str) -> Schedule:
+        """Delete a schedule and its occurrences not yet due; the schedule as it was."""
+        return self._send(schedules.delete(application, schedule_id))
+
+    def pause_schedule(self, application: str, schedule_id: str) -> Schedule:
+        """Pause a schedule: nothing more rings until it is resumed."""
+        return self._send(schedules.pause(application, schedule_id, True))
+
+    def resume_schedule(self, application: str, schedule_id: str) -> Schedule:
+        """Resume a schedule from now: what fell due while paused does not ring."""
+        return self._send(schedules.pause(application, schedule_id, False))
+
+    def next_occurrences(
+        self, application: str, schedule_id: str, count: int = 5
+    ) -> tuple[Occurrence, ...]:
+        """The next ``count`` (1 to 100) occurrences, in UTC and in the schedule's zone."""
+        return self._send(schedules.upcoming(application, schedule_id, count))
+
+    def schedules(
+        self, application: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> SchedulePage:
+        """One page of schedules in (application, schedule_id) order; pass the page's
+        ``next_cursor`` for the next. Every application's needs an admin token."""
+        return self._send(schedules.listing(application, limit, cursor))
 
     def live(self) -> dict[str, Any]:
         """The liveness probe's report (``GET /livez``): ``{"status": "ok", "loops": {...},

@@ -12,7 +12,12 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
 from clock_server import __version__
-from clock_server.api.openapi import alarm_operations, application_operations, service_operations
+from clock_server.api.openapi import (
+    alarm_operations,
+    application_operations,
+    schedule_operations,
+    service_operations,
+)
 from clock_server.api.openapi.operation import Operation
 from clock_server.api.openapi.parameters import OF_PATH
 from clock_server.api.openapi.rules import RULES_KEY
@@ -22,6 +27,7 @@ from clock_server.api.schema_rules import REF
 OPERATIONS = [
     *alarm_operations.OPERATIONS,
     *application_operations.OPERATIONS,
+    *schedule_operations.OPERATIONS,
     *service_operations.OPERATIONS,
 ]
 
@@ -29,6 +35,11 @@ TAGS = [
     ("alarms", "Create, read, move, cancel, count on and search alarms, and read their history"),
     ("interventions", "An operator's re-drives of dead and expired alarms, and cancels by filter"),
     ("applications", "The registry of applications: limits, retries, channel, webhook secret"),
+    (
+        "schedules",
+        "Recurring schedules: cron or an interval in a time zone; each occurrence "
+        "rings as an alarm",
+    ),
     ("pull", "The pull channel: a pull application's consumers lease messages and ack them"),
     ("webhooks", "The calls clock makes to a webhook application"),
     ("access", "What the caller's token may do"),

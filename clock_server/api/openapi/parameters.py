@@ -27,6 +27,15 @@ KEY = [
         "schema": {"type": "string", "minLength": 1, "maxLength": 128},
     },
 ]
+SCHEDULE_KEY = [
+    APPLICATION,
+    {
+        "name": "schedule_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+    },
+]
 COUNTS: dict[str, Any] = {
     "name": "counts",
     "in": "query",
@@ -105,4 +114,8 @@ OF_PATH: dict[str, list[dict[str, Any]]] = {
     "/v1/applications/{application}/webhook-secret": [APPLICATION],
     "/v1/applications/{application}/pull": [APPLICATION],
     "/v1/applications/{application}/ack": [APPLICATION],
+    **{
+        f"/v1/schedules/{{application}}/{{schedule_id}}{tail}": SCHEDULE_KEY
+        for tail in ("", "/pause", "/resume", "/next")
+    },
 }
