@@ -166,6 +166,15 @@ class Metrics:
             buckets=_CALL_BUCKETS_S,
             registry=r,
         )
+        self.webhook_slot_wait = Histogram(
+            "clock_webhook_slot_wait_seconds",
+            "How long webhook calls past their due time waited for a free call of their "
+            "application (all webhook_max_in_flight busy on a slow receiver): not the engine's "
+            "lateness",
+            ["application"],
+            buckets=_CALL_BUCKETS_S,
+            registry=r,
+        )
         self.pull_waiting = Gauge(
             "clock_pull_messages_waiting",
             "Pull messages ready and not leased, per registered pull application (set when "
@@ -404,6 +413,14 @@ class Metrics:
     def loop_error(self, loop: str) -> None:
         """An exception was caught in `loop`, one of LOOPS."""
         self.loop_errors.labels(loop).inc()
+
+    def observe_slot_waits(self, waits: Iterable[tuple[str, float]]) -> None:
+        """(application, seconds) a webhook call past its due time waited for a free call."""
+        by_label: dict[str, list[float]] = defaultdict(list)
+        for application, seconds in waits:
+            by_label[self.label(application)].append(seconds)
+        for application, values in by_label.items():
+            self._observe_many(self.webhook_slot_wait.labels(application), values)
 
     def observe_webhook_calls(self, calls: Iterable[tuple[str, str, float | None]]) -> None:
         """Webhook calls recorded together, (application, outcome, seconds it took or None

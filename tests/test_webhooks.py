@@ -260,6 +260,41 @@ def test_lateness_runs_to_the_start_of_the_call_not_to_its_answer(harness: Harne
     assert _lateness_sums(h.metrics)["webhook"] == 0.0
 
 
+def test_a_wait_for_a_free_call_behind_a_slow_receiver_is_not_the_engine_s_lateness(
+    harness: Harness,
+):
+    """With its one call in flight held by a slow receiver, an application's next alarm due
+    waits for that call to end: that wait is the receiver's, in
+    clock_webhook_slot_wait_seconds, not the engine's lateness."""
+    h = harness
+    t0 = h.clock.now_ms()
+
+    def first_slow(received: Received) -> Answer:
+        return Answer(200, sleep_s=30.0 if b'"first"' in received.body else 0.0)
+
+    with receiving(first_slow) as receiver:
+        h.configure("hooks", channel="webhook", webhook_url=receiver.url(),
+                    webhook_max_in_flight=1, webhook_timeout_s=60)  # fmt: skip
+        h.create("first", target_ring_at=t0 + 1_000)
+        h.create("second", target_ring_at=t0 + 1_000)
+        h.clock.set(t0 + 1_000)
+        h.engine.preloader.run_once()
+        settle(h.engine, h.clock)
+        receiver.wait_for(1)  # the first call holds the application's one call
+        h.clock.set(t0 + 4_000)  # the second waited 3 s for it
+        receiver.release()
+        receiver.wait_for(2)
+        h.wait_for_calls()
+    assert {h.alarm(key)["status"] for key in ("first", "second")} == {"rung"}
+    assert _lateness_counts(h.metrics) == {"webhook": 2}
+    assert _lateness_sums(h.metrics)["webhook"] == 0.0
+    waited = {"application": "hooks"}
+    assert metric_value(h.metrics, "clock_webhook_slot_wait_seconds_count", waited) == 1
+    assert metric_value(h.metrics, "clock_webhook_slot_wait_seconds_sum", waited) == 3.0
+    counted = [one for (_, app), one in h.metrics.minutes.take().items() if app == "hooks"]
+    assert sum(one.lateness_sum_ms for one in counted) == 0
+
+
 def test_a_delivery_rate_s_delay_is_not_the_engine_s_lateness(harness: Harness):
     """Held back by its application's rate, a call's lateness counts from when the rate let
     it go; the hold is counted apart, as the throttle delay."""

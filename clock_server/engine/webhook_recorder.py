@@ -42,6 +42,9 @@ class Answer(NamedTuple):
     sent_at: int
     outcome: WebhookOutcome | None
     took_s: float | None = None  # how long the HTTP call took; None when none was made
+    # How long, past its due time, it waited for a free call of its application (every one
+    # busy on a slow receiver): the receiver's delay, not the engine's lateness.
+    slot_wait_ms: int = 0
 
 
 class WebhookRecorder:
@@ -132,6 +135,7 @@ class WebhookRecorder:
         counted: Counter[tuple[str, str]] = Counter()  # (application, what happened)
         calls: list[tuple[str, str, float | None]] = []  # (application, outcome, duration)
         lateness: list[tuple[str, str, float]] = []  # (application, channel, seconds)
+        slot_waits: list[tuple[str, float]] = []  # (application, seconds)
         for answer in batch:
             row, outcome = answer.call.row, answer.outcome
             if row.id not in live:
@@ -148,9 +152,13 @@ class WebhookRecorder:
             calls.append((row.application, label, answer.took_s))
             if outcome.ok:
                 rung.append((row.id, answer.sent_at))
-                # The engine's lateness: to the start of the call that delivered it. The
-                # receiver's own time is clock_webhook_call_seconds.
-                late_ms = max(answer.sent_at - (answer.call.late_from_ms or row.target_ring_at), 0)
+                # The engine's lateness: to the start of the call that delivered it, less
+                # the wait for a free call of its application. The receiver's own time is
+                # clock_webhook_call_seconds, that wait clock_webhook_slot_wait_seconds.
+                due_ms = answer.call.late_from_ms or row.target_ring_at
+                late_ms = max(answer.sent_at - due_ms - answer.slot_wait_ms, 0)
+                if answer.slot_wait_ms:
+                    slot_waits.append((row.application, answer.slot_wait_ms / 1000))
                 tally.rung += 1
                 tally.lateness_ms.append(late_ms)
                 lateness.append((row.application, WEBHOOK, late_ms / 1000))
@@ -171,6 +179,7 @@ class WebhookRecorder:
             tx.mark_dead(ids, now_ms, error)
         self.metrics.observe_webhook_calls(calls)
         self.metrics.observe_lateness(lateness)
+        self.metrics.observe_slot_waits(slot_waits)
         self._count(counted, dead)
         return sum(len(ids) for ids in dead.values())
 

@@ -89,7 +89,7 @@ class WebhookDispatcher:
                     return
                 pool = self._pool(application, self._slots(policy))
                 self._queued[application] = self._queued.get(application, 0) + 1
-                future = pool.executor.submit(self._call, call, policy)
+                future = pool.executor.submit(self._call, call, policy, self.clock.now_ms())
                 self._in_flight[future] = call
             future.add_done_callback(self._finished)
 
@@ -139,9 +139,13 @@ class WebhookDispatcher:
             pool = self._pools[application] = _Pool(ThreadPoolExecutor(slots, name), slots)
         return pool
 
-    def _call(self, call: WebhookCall, policy: ApplicationPolicy) -> None:
+    def _call(self, call: WebhookCall, policy: ApplicationPolicy, queued_at_ms: int) -> None:
+        # A call past its due time that waited in its pool, every call of its application
+        # busy: that wait is the receiver's, counted apart from the engine's lateness.
+        due_ms = max(queued_at_ms, call.late_from_ms or call.row.target_ring_at)
+        slot_wait_ms = max(self.clock.now_ms() - due_ms, 0)
         try:
-            self._deliver(call, policy)
+            self._deliver(call, policy, slot_wait_ms)
         except Exception as error:  # a failed attempt: retried, never left delivering
             log.exception(
                 "webhook call of alarm %d failed", call.row.id, extra={"action": "webhook_error"}
@@ -150,7 +154,7 @@ class WebhookDispatcher:
             failed = WebhookOutcome(False, None, f"internal error: {error!r}"[:200], None)
             self.recorder.add(Answer(call, self.clock.now_ms(), failed))
 
-    def _deliver(self, call: WebhookCall, policy: ApplicationPolicy) -> None:
+    def _deliver(self, call: WebhookCall, policy: ApplicationPolicy, slot_wait_ms: int) -> None:
         row = call.row
         if call.at_ms > self.clock.now_ms():
             self.clock.sleep_until(call.at_ms)
@@ -176,7 +180,7 @@ class WebhookDispatcher:
             started = time.perf_counter()
             outcome = self.sender.send(request)
             took_s = time.perf_counter() - started
-        self.recorder.add(Answer(call, now_ms, outcome, took_s))
+        self.recorder.add(Answer(call, now_ms, outcome, took_s, slot_wait_ms))
 
     def _slots(self, policy: ApplicationPolicy) -> int:
         return policy.webhook_max_in_flight or self.max_in_flight
