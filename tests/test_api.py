@@ -1431,3 +1431,23 @@ def test_the_default_limit_takes_a_payload_escaped_six_times_over(store, fake_cl
     response = app.test_client().post("/v1/alarms", data=raw, content_type="application/json")
     assert response.status_code == 201, response.get_data(as_text=True)[:200]
     assert response.get_json()["payload"] == at_limit
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("/v1/stats?minutes=5&minutes=abc", "minutes"),
+        ("/v1/stats?application=a&application=b", "application"),
+        ("/v1/alarms?limit=1&limit=2", "limit"),
+        ("/v1/alarms?application=orders&status=dead&status=pending", "status"),
+        ("/v1/applications?counts=false&counts=true", "counts"),
+        ("/v1/schedules?limit=1&limit=2", "limit"),
+    ],
+)
+def test_a_query_parameter_given_twice_is_a_400_naming_it(api, query: str, name: str) -> None:
+    answer = api.client.get(query)
+    assert answer.status_code == 400, answer.get_data(as_text=True)
+    error = answer.get_json()["error"]
+    assert (error["field"], error["message"]) == (
+        name, f"the query parameter {name} is given more than once",
+    )  # fmt: skip

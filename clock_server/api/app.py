@@ -21,7 +21,13 @@ from clock_server.api.forwarded import trust_proxies
 from clock_server.api.health_routes import health
 from clock_server.api.http_errors import clock_error, http_error, unexpected_error
 from clock_server.api.pull_routes import pulls
-from clock_server.api.request_guard import RequestGuard, install, screen_body, screen_request
+from clock_server.api.request_guard import (
+    RequestGuard,
+    install,
+    screen_body,
+    screen_query,
+    screen_request,
+)
 from clock_server.api.routes import allow_sub_resource_methods, api
 from clock_server.api.schedule_routes import schedules
 from clock_server.api.services import Services
@@ -43,6 +49,7 @@ def create_app(services: Services) -> Flask:
     request_log.install(app)  # first: a request refused by a hook below still has its id
     app.before_request(screen_request)  # a Host served, no foreign Origin
     app.before_request(authenticate)  # 401 for /v1 without a valid token, when tokens are set
+    app.before_request(screen_query)  # no query parameter given twice
     app.before_request(screen_body)  # a JSON body within the route's limit
     app.after_request(no_sniff)
     app.after_request(allow_sub_resource_methods)

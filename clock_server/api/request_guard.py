@@ -41,6 +41,7 @@ from clock_server.errors import (
     MisdirectedRequest,
     PayloadTooLarge,
     UnsupportedMediaType,
+    ValidationError,
 )
 from clock_server.settings import Settings
 
@@ -250,6 +251,14 @@ def screen_request() -> None:
     """Flask before_request hook: Host and Origin."""
     guard: RequestGuard = current_app.extensions[_EXTENSION]
     guard.screen(request.method, request.path, request.headers.get)
+
+
+def screen_query() -> None:
+    """Flask before_request hook, after authentication: no query parameter given twice (of
+    `?minutes=5&minutes=abc` no route could say which one it answered)."""
+    for name in request.args:
+        if len(request.args.getlist(name)) > 1:
+            raise ValidationError(f"the query parameter {name} is given more than once", field=name)
 
 
 def screen_body() -> None:
