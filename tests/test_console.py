@@ -21,6 +21,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from clock_client.errors import WebhookVerificationError
 from clock_client.webhooks import verify as verify_webhook
+from clock_server.occurrences import occurrence_key
 from tests.console_harness import ADMIN, ORDERS, READER, ConsoleServer, chromium, console_server
 from tests.reverse_proxy import reverse_proxy
 from tests.webhook_receiver import receiving
@@ -781,3 +782,55 @@ def test_a_ring_days_late_reads_over_the_last_bucket(page: Page, server: Console
     assert server.api("GET", "/v1/overview")["lateness"]["over_max"] is True
     login(page, server)
     expect(page.locator("#card-max .value")).to_have_text("over 1 d")  # not "1 d": 3 days
+
+
+def test_schedules_show_their_next_occurrences_pause_resume_and_their_history(
+    page: Page, server: ConsoleServer, shots: Path
+):
+    t0 = server.clock.now_ms()
+    weekly = {"cron": "0 9 * * MON", "timezone": "Europe/Berlin", "payload": "weekly report"}
+    server.api("PUT", "/v1/schedules/reports/weekly", json=weekly)
+    server.api("PUT", "/v1/schedules/reports/tick",
+               json={"every_s": 60, "start_at": t0, "payload": "tick"})  # fmt: skip
+    coming = server.api("GET", "/v1/schedules/reports/weekly/next?count=3")["occurrences"]
+    login(page, server, where="#schedules")
+    row = page.locator("#schedule-table tr[data-schedule=weekly]")
+    expect(row.locator("td[data-field=calendar]")).to_have_text("0 9 * * MON")
+    expect(row.locator("td[data-field=next] li")).to_have_count(3)
+    first = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(coming[0]["at"] / 1000))
+    expect(row.locator("td[data-field=next] li").first).to_contain_text(first)
+    expect(row.locator("td[data-field=next] li").first).to_contain_text("09:00 Europe/Berlin")
+    page.screenshot(path=shots / "schedules.png", full_page=True)
+
+    tick = page.locator("#schedule-table tr[data-schedule=tick]")
+    tick.get_by_role("button", name="Pause").click()
+    expect(page.locator("#confirm-text")).to_contain_text("Pause tick of reports?")
+    confirm(page)
+    expect(page.locator("#flash")).to_have_text("Paused tick of reports.")
+    expect(tick.locator("td[data-field=state]")).to_have_text("paused")
+    assert server.api("GET", "/v1/schedules/reports/tick")["paused"] is True
+    tick.get_by_role("button", name="Resume").click()
+    confirm(page)
+    expect(tick.locator("td[data-field=state]")).to_have_text("active")
+
+    # An occurrence made and rung, found from the schedule's row.
+    server.bind("reports")
+    planner = server.runtime.maintenance.planner
+    assert planner is not None
+    server.step(t0 + 50_000)
+    assert planner.run() is not None  # makes the occurrence of t0 + 60 s, ahead of it
+    server.step(t0 + 60_000)
+    key = occurrence_key("tick", t0 + 60_000)
+    assert server.api("GET", f"/v1/alarms/reports/{key}")["status"] == "rung"
+    page.reload()
+    page.locator("#schedule-table tr[data-schedule=tick]").get_by_role(
+        "link", name="Occurrences"
+    ).click()
+    expect(page.locator("#results")).to_contain_text(key)
+
+
+def test_a_read_only_token_sees_schedules_and_cannot_pause_them(page: Page, server: ConsoleServer):
+    server.api("PUT", "/v1/schedules/reports/nightly", json={"cron": "0 2 * * *", "payload": "p"})
+    login(page, server, token=READER, where="#schedules")
+    row = page.locator("#schedule-table tr[data-schedule=nightly]")
+    expect(row.get_by_role("button", name="Pause")).to_be_disabled()

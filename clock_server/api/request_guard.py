@@ -85,6 +85,10 @@ BODY_LIMITS: dict[str, BodyLimit] = {
     ),
     "pulls.pull": BodyLimit(lambda s: pull_routes.PULL_BODY_MAX_BYTES, "1 KiB"),
     "pulls.ack": BodyLimit(lambda s: pull_routes.ACK_BODY_MAX_BYTES, "64 KiB"),
+    "schedules.replace_schedule": _SINGLE,
+    "schedules.change_schedule": _SINGLE,
+    "schedules.pause_schedule": _SMALL,
+    "schedules.resume_schedule": _SMALL,
 }
 
 
@@ -254,8 +258,10 @@ def screen_request() -> None:
 
 
 def screen_query() -> None:
-    """Flask before_request hook, after authentication: no query parameter given twice (of
-    `?minutes=5&minutes=abc` no route could say which one it answered)."""
+    """Flask before_request hook, after authentication: no query parameter of a /v1 route
+    given twice (of `?minutes=5&minutes=abc` no route could say which one it answered)."""
+    if not request.path.startswith("/v1/"):
+        return  # the probes, /metrics and the document take no parameters
     for name in request.args:
         if len(request.args.getlist(name)) > 1:
             raise ValidationError(f"the query parameter {name} is given more than once", field=name)

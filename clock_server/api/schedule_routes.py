@@ -10,7 +10,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from clock_server.api import schedule_validation as checks
 from clock_server.api.access import authorize, authorize_listing
-from clock_server.api.routes import json_body, services
+from clock_server.api.routes import json_body, optional_json_body, services
 from clock_server.api.validation import check_application, encode_cursor
 from clock_server.errors import ValidationError
 from clock_server.occurrences import Schedule, preview
@@ -97,6 +97,10 @@ def _set_paused(application: str, schedule_id: str, paused: bool) -> Response:
     while it was paused does not ring."""
     svc = services()
     _key(application, schedule_id)
+    data = optional_json_body(1_024, "1 KiB")
+    if data:
+        field = next(iter(data))
+        raise ValidationError(f"{field}: pause and resume take no fields", field=field)
     store = _store()
     store.get(application, schedule_id)
 

@@ -1,5 +1,6 @@
 // The console's entry: log in, learn what the token may do, and show the page the URL's
-// fragment names (#overview, #applications, #search?..., #alarm/<application>/<business id>).
+// fragment names (#overview, #applications, #schedules, #search?...,
+// #alarm/<application>/<business id>).
 
 import { ApiError, call, forget, readOnly, setReadOnly, setToken, token } from "./api.js";
 import { alarmPage } from "./alarm.js";
@@ -7,6 +8,7 @@ import { applicationsPage } from "./applications.js";
 import { clearFlash } from "./confirm.js";
 import { el, replace } from "./dom.js";
 import { overviewPage } from "./overview.js";
+import { schedulesPage } from "./schedules.js";
 import { searchPage } from "./search.js";
 
 const $ = (id) => document.getElementById(id);
@@ -102,6 +104,7 @@ async function render() {
 
 function build(route, rest) {
   if (route === "applications") return applicationsPage(render);
+  if (route === "schedules") return schedulesPage(render);
   if (route === "search") return searchPage(new URLSearchParams(rest), navigate);
   if (route === "alarm") {
     const slash = rest.indexOf("/");
