@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from clock_server.errors import ValidationError
+from clock_server.model import MAX_EPOCH_MS
 
 MIN_EVERY_S = 1
 MAX_EVERY_S = 366 * 24 * 3600
@@ -101,19 +102,29 @@ class Recurrence:
         return found
 
     def _from(self, after_ms: int) -> Iterator[int]:
+        """The occurrences later than `after_ms`, up to the end of the year 9999 (an alarm's
+        last time)."""
         if self.every_s is not None:
             step_ms = self.every_s * 1000
             k = max((after_ms - self.start_ms) // step_ms + 1, 0)
-            while True:
+            while self.start_ms + k * step_ms <= MAX_EPOCH_MS:
                 yield self.start_ms + k * step_ms
                 k += 1
+            return
         assert self.cron is not None
         zone = ZoneInfo(self.timezone)
         # cronsim steps in whole seconds, strictly after its start: start from the second
         # that holds after_ms, so that an occurrence in the same second is not repeated.
-        start = datetime.fromtimestamp(after_ms // 1000, UTC).astimezone(zone)
-        for moment in CronSim(self.cron, start):
-            yield int(moment.timestamp()) * 1000
+        start = datetime.fromtimestamp(min(after_ms, MAX_EPOCH_MS) // 1000, UTC).astimezone(zone)
+        moments = iter(CronSim(self.cron, start))
+        while True:
+            try:
+                at_ms = int(next(moments).timestamp()) * 1000
+            except (OverflowError, ValueError, StopIteration):  # past the year 9999
+                return
+            if at_ms > MAX_EPOCH_MS:
+                return
+            yield at_ms
 
 
 def recurrence(

@@ -112,3 +112,14 @@ def test_a_calendar_that_breaks_a_rule_is_refused_naming_the_field(
         )
     assert refused.value.field == field
     assert says in refused.value.message
+
+
+def test_no_occurrence_is_past_the_year_9999():
+    last = 253_402_300_799_999  # 9999-12-31 23:59:59.999, an alarm's last time
+    with pytest.raises(ValidationError) as refused:
+        recurrence("0 0 1 1 *", None, "UTC", last - 1_000, None)
+    assert refused.value.field == "cron"
+    every_minute = recurrence("* * * * *", None, "UTC", last - 120_000, None)
+    assert every_minute.after(last - 120_000, 5) == [last - 119_999, last - 59_999]
+    yearly = recurrence(None, 366 * 24 * 3600, "UTC", last - 1, None)
+    assert yearly.after(last - 2, 3) == [last - 1]

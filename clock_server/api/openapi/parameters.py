@@ -33,7 +33,7 @@ SCHEDULE_KEY = [
         "name": "schedule_id",
         "in": "path",
         "required": True,
-        "schema": {"type": "string", "pattern": APPLICATION_PATTERN},
+        "schema": APPLICATION_NAME,
     },
 ]
 COUNTS: dict[str, Any] = {
@@ -45,6 +45,25 @@ COUNTS: dict[str, Any] = {
 }
 
 _NO_FILTER = {"const": "", "description": "empty: the same as leaving the parameter out"}
+SCHEDULE_LIST = [
+    {
+        "name": "application",
+        "in": "query",
+        "description": "only this application's schedules; needed with a token that is not admin",
+        "schema": {"anyOf": [APPLICATION_NAME, _NO_FILTER]},
+    },
+    {
+        "name": "limit",
+        "in": "query",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
+    },
+    {
+        "name": "cursor",
+        "in": "query",
+        "description": "a page's next_cursor",
+        "schema": {"anyOf": [{"type": "string", "minLength": 1}, _NO_FILTER]},
+    },
+]
 
 SEARCH = [
     {

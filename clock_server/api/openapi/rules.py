@@ -36,6 +36,7 @@ CREATE = {
     "latest_ring_at": "must not be before the target (target_ring_at, or now + delay_ms)",
     "delay_ms": _DELAY,
     "payload": _PAYLOAD,
+    "business_id": "must not start with ~schedule/: those are the keys of schedules' occurrences",
 }
 BATCH = {
     "alarms": "at most CLOCK_BATCH_MAX_ITEMS items (1,000 unless configured; 413); the "
@@ -75,3 +76,25 @@ def declare(operation: dict[str, Any], rules: Mapping[str, str]) -> None:
     answer["description"] = (
         f"{answer['description']}, or a rule beyond the schema broken ({RULES_KEY})"
     )
+
+
+_CALENDAR = (
+    "exactly one of cron and every_s; cron as cronsim reads it (5 fields, or 6 with seconds), "
+    "and a calendar with an occurrence between start_at and end_at"
+)
+_NOT_NULL = "null only for cron, every_s, end_at and cutoff_ms"
+REPLACE_SCHEDULE = {
+    "cron": _CALENDAR,
+    "every_s": _CALENDAR,
+    "timezone": "an IANA time zone this server knows",
+    "end_at": "not before start_at, and after at least one occurrence",
+    "payload": _PAYLOAD,
+}
+UPDATE_SCHEDULE = {
+    **REPLACE_SCHEDULE,
+    **{name: _NOT_NULL for name in ("timezone", "payload", "start_at", "catch_up",
+                                     "catch_up_max", "paused")},
+    "timezone": "an IANA time zone this server knows; " + _NOT_NULL,
+    "payload": _PAYLOAD + "; " + _NOT_NULL,
+}  # fmt: skip
+LIST_SCHEDULES = {"cursor": "a next_cursor this server handed out"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from clock_server.api.answers.schedules import Occurrences, Schedule, SchedulePage
+from clock_server.api.openapi import parameters, rules
 from clock_server.api.openapi.operation import Answer, Operation
 from clock_server.api.schedule_validation import ScheduleChanges, ScheduleSettings
 
@@ -19,6 +20,7 @@ OPERATIONS = [
         body=ScheduleSettings,
         answers={201: Answer("created", Schedule), 200: Answer("replaced", Schedule)},
         errors=(400, 401, 403, 413, 503),
+        rules=rules.REPLACE_SCHEDULE,
     ),
     Operation(
         "patch",
@@ -29,6 +31,7 @@ OPERATIONS = [
         body=ScheduleChanges,
         answers={200: Answer("changed", Schedule)},
         errors=(400, 401, 403, 404, 413, 503),
+        rules=rules.UPDATE_SCHEDULE,
     ),
     Operation(
         "get",
@@ -90,21 +93,9 @@ OPERATIONS = [
         "schedules",
         "Schedules in (application, schedule_id) order, keyset-paginated; every application's "
         "needs an admin token",
-        parameters=(
-            {"name": "application", "in": "query", "schema": {"type": "string"}},
-            {
-                "name": "limit",
-                "in": "query",
-                "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
-            },
-            {
-                "name": "cursor",
-                "in": "query",
-                "description": "a page's next_cursor",
-                "schema": {"type": "string"},
-            },
-        ),
+        parameters=tuple(parameters.SCHEDULE_LIST),
         answers={200: Answer("a page", SchedulePage)},
         errors=(400, 401, 403, 503),
+        rules=rules.LIST_SCHEDULES,
     ),
 ]
