@@ -22,7 +22,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, delete, false, insert, select, tuple_, update
+from sqlalchemy import (
+    Connection,
+    Row,
+    and_,
+    bindparam,
+    delete,
+    false,
+    insert,
+    select,
+    tuple_,
+    update,
+)
 
 from clock_server.errors import NotFound
 from clock_server.model import PENDING, NewAlarm
@@ -42,6 +53,11 @@ log = logging.getLogger(__name__)
 
 CREATED_BY = "schedule"  # the actor of an occurrence's "created" event
 _S = schedule_table.c
+_MOVE_NEXT = (
+    update(schedule_table)
+    .where(_S.application == bindparam("a"), _S.schedule_id == bindparam("s"))
+    .values(next_at=bindparam("n"))
+)
 
 
 def _schedule(row: Row[Any]) -> Schedule:
@@ -79,6 +95,24 @@ def _values(schedule: Schedule) -> dict[str, Any]:
         "paused": schedule.paused,
         "next_at": schedule.next_at,
     }
+
+
+def _occurrence_rows(schedule: Schedule, times: Sequence[int], now_ms: int) -> list[dict[str, Any]]:
+    """The rows of the alarms of `schedule`'s occurrences at `times`."""
+    return [
+        insert_values(
+            NewAlarm(
+                schedule.application,
+                occurrence_key(schedule.schedule_id, at_ms),
+                schedule.payload,
+                at_ms,
+                None if schedule.cutoff_ms is None else at_ms + schedule.cutoff_ms,
+                created_by=CREATED_BY,
+            ),
+            now_ms,
+        )
+        for at_ms in times
+    ]
 
 
 def first_due_after(schedule: Schedule, now_ms: int) -> int | None:
@@ -182,7 +216,9 @@ class SqlSchedules:
         )
         if caps.row_locks:
             query = query.with_for_update(skip_locked=caps.skip_locked)
-        made, earliest = 0, None
+        made: list[dict[str, Any]] = []
+        moved: list[dict[str, Any]] = []
+        earliest = None
         with translate_errors(), self.db.begin() as conn:
             rows = conn.execute(query).all()
             for row in rows:
@@ -204,38 +240,16 @@ class SqlSchedules:
                         schedule.catch_up,
                         extra={"action": "schedule_missed", "application": schedule.application},
                     )
-                self._make(conn, schedule, step.make, now_ms)
-                conn.execute(
-                    update(schedule_table)
-                    .where(_S.application == row.application, _S.schedule_id == row.schedule_id)
-                    .values(next_at=step.next_at)
-                )
-                made += len(step.make)
+                made += _occurrence_rows(schedule, step.make, now_ms)
+                moved.append({"a": row.application, "s": row.schedule_id, "n": step.next_at})
                 if step.make:
                     earliest = step.make[0] if earliest is None else min(earliest, step.make[0])
-        return Planned(made, earliest, len(rows))
-
-    def _make(
-        self, conn: Connection, schedule: Schedule, times: Sequence[int], now_ms: int
-    ) -> None:
-        if not times:
-            return
-        rows = [
-            insert_values(
-                NewAlarm(
-                    schedule.application,
-                    occurrence_key(schedule.schedule_id, at_ms),
-                    schedule.payload,
-                    at_ms,
-                    None if schedule.cutoff_ms is None else at_ms + schedule.cutoff_ms,
-                    created_by=CREATED_BY,
-                ),
-                now_ms,
-            )
-            for at_ms in times
-        ]
-        ignore = "OR IGNORE" if self.db.dialect.name == "sqlite" else "IGNORE"
-        conn.execute(insert(alarm_table).prefix_with(ignore), rows)
+            if made:  # one multi-row INSERT IGNORE for the whole pass
+                ignore = "OR IGNORE" if self.db.dialect.name == "sqlite" else "IGNORE"
+                conn.execute(insert(alarm_table).prefix_with(ignore), made)
+            if moved:
+                conn.execute(_MOVE_NEXT, moved)
+        return Planned(len(made), earliest, len(rows))
 
     def _forget_ahead(
         self, conn: Connection, application: str, schedule_id: str, now_ms: int
