@@ -132,7 +132,5 @@ def plan(
         make = calendar.last_before(missed_before, next_at, min(kept, MAX_PER_RUN))
         skipped = (make[0] if make else missed_before) > next_at
         after = missed_before - 1
-    make += calendar.between(after, now_ms + ahead_ms, MAX_PER_RUN - len(make))
-    last = make[-1] if make else after
-    following = calendar.after(last, 1)
-    return Plan(make, following[0] if following else None, skipped)
+    upcoming, following = calendar.between(after, now_ms + ahead_ms, MAX_PER_RUN - len(make))
+    return Plan(make + upcoming, following, skipped)

@@ -54,19 +54,17 @@ class Recurrence:
                 break
         return found
 
-    def between(self, after_ms: int, until_ms: int, count: int) -> list[int]:
+    def between(self, after_ms: int, until_ms: int, count: int) -> tuple[list[int], int | None]:
         """At most the first `count` occurrences later than `after_ms` and not later than
-        `until_ms`."""
+        `until_ms`, and the occurrence after those (None when there is none)."""
         found: list[int] = []
-        if count <= 0:
-            return found
         for at_ms in self._from(max(after_ms, self.start_ms - 1)):
-            if at_ms > until_ms or (self.end_ms is not None and at_ms > self.end_ms):
-                break
+            if self.end_ms is not None and at_ms > self.end_ms:
+                return found, None
+            if at_ms > until_ms or len(found) >= count:
+                return found, at_ms
             found.append(at_ms)
-            if len(found) == count:
-                break
-        return found
+        return found, None
 
     def last_before(self, before_ms: int, not_before_ms: int, count: int) -> list[int]:
         """The last `count` occurrences earlier than `before_ms` and not earlier than

@@ -26,7 +26,7 @@ from sqlalchemy import (
     Connection,
     Row,
     and_,
-    bindparam,
+    case,
     delete,
     false,
     insert,
@@ -53,11 +53,6 @@ log = logging.getLogger(__name__)
 
 CREATED_BY = "schedule"  # the actor of an occurrence's "created" event
 _S = schedule_table.c
-_MOVE_NEXT = (
-    update(schedule_table)
-    .where(_S.application == bindparam("a"), _S.schedule_id == bindparam("s"))
-    .values(next_at=bindparam("n"))
-)
 
 
 def _schedule(row: Row[Any]) -> Schedule:
@@ -113,6 +108,16 @@ def _occurrence_rows(schedule: Schedule, times: Sequence[int], now_ms: int) -> l
         )
         for at_ms in times
     ]
+
+
+def _by_application(
+    moved: list[tuple[str, str, int | None]],
+) -> dict[str, dict[str, int | None]]:
+    """Each schedule's new next_at, by application: one UPDATE of each application's."""
+    found: dict[str, dict[str, int | None]] = {}
+    for application, schedule_id, next_at in moved:
+        found.setdefault(application, {})[schedule_id] = next_at
+    return found
 
 
 def first_due_after(schedule: Schedule, now_ms: int) -> int | None:
@@ -217,7 +222,7 @@ class SqlSchedules:
         if caps.row_locks:
             query = query.with_for_update(skip_locked=caps.skip_locked)
         made: list[dict[str, Any]] = []
-        moved: list[dict[str, Any]] = []
+        moved: list[tuple[str, str, int | None]] = []
         earliest = None
         with translate_errors(), self.db.begin() as conn:
             rows = conn.execute(query).all()
@@ -241,14 +246,18 @@ class SqlSchedules:
                         extra={"action": "schedule_missed", "application": schedule.application},
                     )
                 made += _occurrence_rows(schedule, step.make, now_ms)
-                moved.append({"a": row.application, "s": row.schedule_id, "n": step.next_at})
+                moved.append((row.application, row.schedule_id, step.next_at))
                 if step.make:
                     earliest = step.make[0] if earliest is None else min(earliest, step.make[0])
             if made:  # one multi-row INSERT IGNORE for the whole pass
                 ignore = "OR IGNORE" if self.db.dialect.name == "sqlite" else "IGNORE"
                 conn.execute(insert(alarm_table).prefix_with(ignore), made)
-            if moved:
-                conn.execute(_MOVE_NEXT, moved)
+            for application, next_at in _by_application(moved).items():
+                conn.execute(
+                    update(schedule_table)
+                    .where(_S.application == application, _S.schedule_id.in_(list(next_at)))
+                    .values(next_at=case(next_at, value=_S.schedule_id))
+                )
         return Planned(len(made), earliest, len(rows))
 
     def _forget_ahead(
