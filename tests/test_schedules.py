@@ -176,6 +176,37 @@ def test_spring_forward_and_fall_back_in_berlin(service: ServiceHarness):
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("zone", "cron", "start", "rings"),
+    [
+        # Berlin skips 02:00-03:00 CET on 2026-03-29: 02:30 rings once, at the jump.
+        ("Europe/Berlin", "30 2 * * *", "2026-03-28 12:00:00",
+         ["2026-03-29 01:00:00", "2026-03-30 00:30:00"]),
+        # and repeats 02:00-03:00 on 2026-10-25: 02:30 rings once, at its first pass (CEST).
+        ("Europe/Berlin", "30 2 * * *", "2026-10-24 12:00:00",
+         ["2026-10-25 00:30:00", "2026-10-26 01:30:00"]),
+        # New York skips 02:00-03:00 EST on 2026-03-08, and repeats 01:00-02:00 on 11-01.
+        ("America/New_York", "30 2 * * *", "2026-03-07 12:00:00",
+         ["2026-03-08 07:00:00", "2026-03-09 06:30:00"]),
+        ("America/New_York", "30 1 * * *", "2026-10-31 12:00:00",
+         ["2026-11-01 05:30:00", "2026-11-02 06:30:00"]),
+        # Every 30 minutes rings in both passes of a repeated hour: every real half hour.
+        ("Europe/Berlin", "*/30 * * * *", "2026-10-25 00:10:00",
+         ["2026-10-25 00:30:00", "2026-10-25 01:00:00", "2026-10-25 01:30:00"]),
+    ],
+)  # fmt: skip
+def test_clock_changes_ring_each_occurrence_once_at_its_time(
+    service: ServiceHarness, zone: str, cron: str, start: str, rings: list[str]
+):
+    service.clock.set(ms(start))
+    put(service, cron=cron, timezone=zone)
+    for when in rings:
+        at(service, ms(when) - 1)  # never early
+        at(service, ms(when))
+    expected = [f"~schedule/settle/{when.replace(' ', 'T')}.000Z" for when in rings]
+    assert rung_keys(service) == expected
+
+
 def test_the_29th_of_february_and_the_last_day_of_the_month(service: ServiceHarness):
     put(service, cron="0 0 29 2 *")
     assert service.call("GET", f"{ONE}/next?count=2").get_json()["occurrences"][1]["utc"] == (
