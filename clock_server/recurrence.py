@@ -15,9 +15,11 @@ An interval (`every_s`) counts in UTC from its anchor, so clocks changing do not
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib import resources
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -161,9 +163,21 @@ def local_iso(at_ms: int, timezone: str) -> str:
     return moment.isoformat(timespec="milliseconds")
 
 
+@functools.cache
+def iana_zones() -> frozenset[str]:
+    """The zones of the IANA database as the tzdata package ships them, the same on every
+    server: not whatever else a machine's zoneinfo folder holds (`localtime`, `posixrules`,
+    `right/...`), which another server may not have, or read otherwise."""
+    listed = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split()
+    return frozenset(name for name in listed if name != "Factory")
+
+
 def _zone(name: str) -> str:
-    if not name or len(name) > MAX_TIMEZONE_LENGTH or name.startswith("/") or ".." in name:
-        raise ValidationError(f"timezone is not an IANA time zone: {name[:64]!r}", field="timezone")
+    if name not in iana_zones():
+        raise ValidationError(
+            f"timezone is not an IANA time zone: {name[:MAX_TIMEZONE_LENGTH]!r}",
+            field="timezone",
+        )
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):

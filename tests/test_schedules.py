@@ -10,10 +10,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from clock_client import ClockClient, ValidationError
 from clock_server.occurrences import MISSED_AFTER_MS, occurrence_key
 from clock_server.store.alarms import AlarmStore
+from clock_server.store.schema import schedule_table
 from clock_server.testing import SettableClock
 from tests.harness import ServiceHarness
 
@@ -226,6 +228,12 @@ def test_the_29th_of_february_and_the_last_day_of_the_month(service: ServiceHarn
         ({}, "cron"),  # neither
         ({"cron": "* * * * *", "timezone": "Mars/Olympus"}, "timezone"),
         ({"cron": "* * * * *", "timezone": "../../etc/passwd"}, "timezone"),
+        # Files of a machine's zoneinfo folder, not zones of the IANA database: another
+        # server may not have them, or read them otherwise.
+        ({"cron": "* * * * *", "timezone": "localtime"}, "timezone"),
+        ({"cron": "* * * * *", "timezone": "posixrules"}, "timezone"),
+        ({"cron": "* * * * *", "timezone": "right/UTC"}, "timezone"),
+        ({"cron": "* * * * *", "timezone": "Factory"}, "timezone"),
         ({"every_s": 0}, "every_s"),  # below the minimum of 1 s
         ({"every_s": 1.5}, "every_s"),
         ({"cron": "* * * * *", "start_at": 2_000, "end_at": 1_000}, "end_at"),
@@ -315,3 +323,41 @@ def test_the_sdk_makes_reads_previews_pauses_and_deletes_a_schedule(service: Ser
                 clock.schedule("orders", "never", "p", cron="0 0 30 2 *")
             assert refused.value.field == "cron"
             assert clock.delete_schedule("orders", "weekly").schedule_id == "weekly"
+
+
+def test_a_schedule_sent_again_is_unchanged_and_keeps_its_anchor(service: ServiceHarness):
+    first = put(service, every_s=10).get_json()
+    made_at = first["next_at"]
+    at(service, ms("2026-12-01 10:00:05"))
+    again = put(service, every_s=10)  # a deploy script applying its schedules once more
+    assert again.status_code == 200
+    # The same start, and its occurrences made ahead are not made again.
+    assert again.get_json() | {"next_at": None} == first | {"next_at": None}
+    for second in (10, 20):
+        at(service, ms(f"2026-12-01 10:00:{second}"))
+    assert rung_keys(service) == [
+        occurrence_key("settle", made_at), occurrence_key("settle", made_at + 10_000),
+    ]  # fmt: skip
+    answer = service.call("PATCH", ONE, json={})
+    assert (answer.status_code, answer.get_json()["error"]["message"]) == (
+        400, "give at least one field to change",
+    )  # fmt: skip
+
+
+def test_a_schedule_that_cannot_be_planned_does_not_stop_the_others(
+    service: ServiceHarness, store: AlarmStore
+):
+    put(service, cron="* * * * *")
+    put(service, "/v1/schedules/orders/broken", cron="* * * * *")
+    # A calendar this server cannot read, as if another had stored it.
+    with store.db.begin() as conn:
+        conn.execute(
+            update(schedule_table)
+            .where(schedule_table.c.schedule_id == "broken")
+            .values(timezone="Nowhere/Atlantis")
+        )
+    at(service, ms("2026-12-01 10:00:40"))
+    at(service, ms("2026-12-01 10:01:00"))
+    assert rung_keys(service) == [occurrence_key("settle", ms("2026-12-01 10:01:00"))]
+    broken = service.call("GET", "/v1/schedules/orders/broken").get_json()
+    assert broken["next_at"] > ms("2026-12-01 10:01:40")  # looked at again a minute later

@@ -41,10 +41,14 @@ def replace_schedule(application: str, schedule_id: str) -> tuple[Response, int]
     _key(application, schedule_id)
     data = json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
-    wanted = checks.schedule_from(
-        application, schedule_id, data, now_ms, svc.settings.payload_max_bytes
-    )
-    schedule, created = _store().change(application, schedule_id, now_ms, lambda _: wanted)
+    limit = svc.settings.payload_max_bytes
+    checks.schedule_from(application, schedule_id, data, now_ms, limit)  # 400 before any lock
+
+    def replaced(stored: Schedule | None) -> Schedule:
+        start = None if stored is None else stored.start_at
+        return checks.schedule_from(application, schedule_id, data, now_ms, limit, start)
+
+    schedule, created = _store().change(application, schedule_id, now_ms, replaced)
     return jsonify(_answer(schedule)), 201 if created else 200
 
 

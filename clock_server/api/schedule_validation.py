@@ -76,10 +76,18 @@ def schedule_from(
     data: dict[str, Any],
     now_ms: int,
     payload_max_bytes: int,
+    stored_start: int | None = None,
 ) -> Schedule:
-    """The schedule a PUT body makes, its calendar checked (recurrence.recurrence)."""
+    """The schedule a PUT body makes, its calendar checked (recurrence.recurrence). Without
+    start_at it starts at `stored_start` (that of the schedule it replaces), else now: a PUT
+    sent again does not move an interval's anchor."""
     body: ScheduleSettings = _validate(ScheduleSettings, data, payload_max_bytes)
-    return _checked(application, schedule_id, body.model_dump(), now_ms, set(body.model_fields_set))
+    fields = body.model_dump()
+    given = set(body.model_fields_set)
+    if body.start_at is None and stored_start is not None:
+        fields["start_at"] = stored_start
+        given.add("start_at")
+    return _checked(application, schedule_id, fields, now_ms, given)
 
 
 def changed_schedule(
@@ -88,6 +96,8 @@ def changed_schedule(
     """`stored` with a PATCH body's fields, checked as a whole."""
     body: ScheduleChanges = _validate(ScheduleChanges, data, payload_max_bytes)
     given = body.model_fields_set
+    if not given:
+        raise ValidationError("give at least one field to change")
     fields = {
         "cron": stored.cron,
         "every_s": stored.every_s,

@@ -52,6 +52,7 @@ from clock_server.store.sql import translate_errors
 log = logging.getLogger(__name__)
 
 CREATED_BY = "schedule"  # the actor of an occurrence's "created" event
+UNPLANNABLE_RETRY_MS = 60_000  # a schedule whose calendar raised is looked at again then
 _S = schedule_table.c
 
 
@@ -120,6 +121,13 @@ def _by_application(
     return found
 
 
+def _calendar_and_carriage(schedule: Schedule) -> dict[str, Any]:
+    """What a change may change: every stored field but `next_at`."""
+    values = _values(schedule)
+    del values["next_at"]
+    return values
+
+
 def first_due_after(schedule: Schedule, now_ms: int) -> int | None:
     """The schedule's first occurrence not yet due at `now_ms`."""
     found = schedule.calendar.after(now_ms, 1)
@@ -167,6 +175,10 @@ class SqlSchedules:
             row = conn.execute(self._by_key(application, schedule_id).with_for_update()).first()
             stored = None if row is None else _schedule(row)
             wanted = make(stored)
+            if stored is not None and _calendar_and_carriage(wanted) == _calendar_and_carriage(
+                stored
+            ):
+                return stored, False  # the same schedule sent again: nothing to make again
             wanted = replace(
                 wanted,
                 next_at=None if wanted.paused else first_due_after(wanted, now_ms),
@@ -228,14 +240,26 @@ class SqlSchedules:
             rows = conn.execute(query).all()
             for row in rows:
                 schedule = _schedule(row)
-                step = plan(
-                    schedule.calendar,
-                    schedule.next_at,
-                    now_ms,
-                    ahead_ms,
-                    schedule.catch_up,
-                    schedule.catch_up_max,
-                )
+                try:
+                    step = plan(
+                        schedule.calendar,
+                        schedule.next_at,
+                        now_ms,
+                        ahead_ms,
+                        schedule.catch_up,
+                        schedule.catch_up_max,
+                    )
+                except Exception:  # one schedule's calendar never stops the others'
+                    log.exception(
+                        "could not plan schedule %s/%s; tried again in a minute",
+                        schedule.application,
+                        schedule.schedule_id,
+                        extra={"action": "schedule_unplannable",
+                               "application": schedule.application},
+                    )  # fmt: skip
+                    retry_at = now_ms + ahead_ms + UNPLANNABLE_RETRY_MS
+                    moved.append((row.application, row.schedule_id, retry_at))
+                    continue
                 if step.skipped_missed:
                     log.warning(
                         "schedule %s/%s missed occurrences before %d (catch_up %s)",
