@@ -45,13 +45,19 @@ COUNTS: dict[str, Any] = {
 }
 
 _NO_FILTER = {"const": "", "description": "empty: the same as leaving the parameter out"}
-SCHEDULE_LIST = [
-    {
+
+
+def _only_application(things: str) -> dict[str, Any]:
+    return {
         "name": "application",
         "in": "query",
-        "description": "only this application's schedules; needed with a token that is not admin",
+        "description": f"only this application's {things}; needed with a token that is not admin",
         "schema": {"anyOf": [APPLICATION_NAME, _NO_FILTER]},
-    },
+    }
+
+
+SCHEDULE_LIST = [
+    _only_application("schedules"),
     {
         "name": "limit",
         "in": "query",
@@ -66,12 +72,7 @@ SCHEDULE_LIST = [
 ]
 
 SEARCH = [
-    {
-        "name": "application",
-        "in": "query",
-        "description": "only this application's alarms; needed with a token that is not admin",
-        "schema": {"anyOf": [APPLICATION_NAME, _NO_FILTER]},
-    },
+    _only_application("alarms"),
     {
         "name": "status",
         "in": "query",
