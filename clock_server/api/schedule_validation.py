@@ -8,8 +8,9 @@ import binascii
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
+from clock_server.api import schema_rules
 from clock_server.api.validation import EpochMs, Text, _Body, _validate, _whole_number
 from clock_server.errors import ValidationError
 from clock_server.model import APPLICATION_CHARS, is_application_name
@@ -50,6 +51,8 @@ class ScheduleSettings(_Body):
 class ScheduleChanges(_Body):
     """PATCH /v1/schedules/{application}/{schedule_id}: the fields given replace the stored
     ones; null clears end_at or cutoff_ms; giving cron clears every_s, and the reverse."""
+
+    model_config = ConfigDict(json_schema_extra=schema_rules.schedule_changes)
 
     cron: Cron | None = None
     every_s: EveryS | None = None

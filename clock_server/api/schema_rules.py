@@ -109,3 +109,14 @@ def application_changes(schema: dict[str, Any]) -> None:
     schema["minProperties"] = 1
     for field in schema["properties"].values():
         field.pop("default", None)
+
+
+def schedule_changes(schema: dict[str, Any]) -> None:
+    """ScheduleChanges (PATCH): at least one field; null only for cron, every_s (the other
+    one given), end_at and cutoff_ms."""
+    schema["minProperties"] = 1
+    for name in ("timezone", "payload", "start_at", "catch_up", "catch_up_max", "paused"):
+        field = schema["properties"][name]
+        [value] = [branch for branch in field.pop("anyOf") if branch.get("type") != "null"]
+        field.pop("default", None)
+        field.update(value)
