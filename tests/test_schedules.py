@@ -6,6 +6,8 @@ not yet due; pausing and deleting stop them; missed ones follow `catch_up`; bad 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,8 +15,10 @@ import pytest
 from sqlalchemy import update
 
 from clock_client import ClockClient, ValidationError
-from clock_server.occurrences import MISSED_AFTER_MS, occurrence_key
+from clock_server.api.schedule_validation import schedule_from
+from clock_server.occurrences import MISSED_AFTER_MS, Schedule, occurrence_key
 from clock_server.store.alarms import AlarmStore
+from clock_server.store.schedules import SqlSchedules
 from clock_server.store.schema import schedule_table
 from clock_server.testing import SettableClock
 from tests.harness import ServiceHarness
@@ -361,3 +365,26 @@ def test_a_schedule_that_cannot_be_planned_does_not_stop_the_others(
     assert rung_keys(service) == [occurrence_key("settle", ms("2026-12-01 10:01:00"))]
     broken = service.call("GET", "/v1/schedules/orders/broken").get_json()
     assert broken["next_at"] > ms("2026-12-01 10:01:40")  # looked at again a minute later
+
+
+@pytest.mark.mariadb
+def test_two_creates_of_one_new_schedule_at_once_make_one(mariadb_store: AlarmStore):
+    """Neither finds the row, both insert: the second becomes a change of the first's."""
+    schedules = SqlSchedules(mariadb_store)
+    now = ms("2026-12-01 10:00:00")
+    wanted = schedule_from("orders", "race", {"cron": "* * * * *", "payload": "p"}, now, 1_000)
+    raced = {"once": False}
+
+    def first_insert_meanwhile(stored: Schedule | None) -> Schedule:
+        if not raced["once"]:
+            raced["once"] = True
+            assert stored is None
+            schedules_elsewhere = SqlSchedules(mariadb_store)
+            with ThreadPoolExecutor(1) as other:  # another request, on its own connection
+                other.submit(schedules_elsewhere.change, "orders", "race", now,
+                             lambda _: replace(wanted, payload="first")).result()  # fmt: skip
+        return wanted
+
+    made, created = schedules.change("orders", "race", now, first_insert_meanwhile)
+    assert not created and made.payload == "p" and made.version == 1
+    assert schedules.get("orders", "race").payload == "p"

@@ -28,6 +28,7 @@ from sqlalchemy import (
     and_,
     case,
     delete,
+    exc,
     false,
     insert,
     select,
@@ -170,7 +171,20 @@ class SqlSchedules:
     ) -> tuple[Schedule, bool]:
         """Create or change the schedule under its row's lock: `make` is given the stored one
         (None if there is none) and returns the schedule as it is to be. Its occurrences from
-        now on are made again; True when it was created."""
+        now on are made again; True when it was created. Two creates of one new schedule at
+        once: the second is a change of the first's."""
+        try:
+            return self._change(application, schedule_id, now_ms, make)
+        except exc.IntegrityError:  # created meanwhile: its row exists now, and is locked
+            return self._change(application, schedule_id, now_ms, make)
+
+    def _change(
+        self,
+        application: str,
+        schedule_id: str,
+        now_ms: int,
+        make: Callable[[Schedule | None], Schedule],
+    ) -> tuple[Schedule, bool]:
         with translate_errors(), self.db.begin() as conn:
             row = conn.execute(self._by_key(application, schedule_id).with_for_update()).first()
             stored = None if row is None else _schedule(row)
