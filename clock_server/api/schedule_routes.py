@@ -4,7 +4,6 @@ their application; their occurrences are alarms (business_id `~schedule/<id>/<ti
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
@@ -31,10 +30,6 @@ def _key(application: str, schedule_id: str) -> None:
     authorize(application)
 
 
-def _answer(schedule: Schedule) -> dict[str, Any]:
-    return schedule.to_json()
-
-
 @schedules.put(ONE)
 def replace_schedule(application: str, schedule_id: str) -> tuple[Response, int]:
     svc = services()
@@ -49,7 +44,7 @@ def replace_schedule(application: str, schedule_id: str) -> tuple[Response, int]
         return checks.schedule_from(application, schedule_id, data, now_ms, limit, start)
 
     schedule, created = _store().change(application, schedule_id, now_ms, replaced)
-    return jsonify(_answer(schedule)), 201 if created else 200
+    return jsonify(schedule.to_json()), 201 if created else 200
 
 
 @schedules.patch(ONE)
@@ -59,23 +54,19 @@ def change_schedule(application: str, schedule_id: str) -> Response:
     data = json_body(svc.settings.single_body_max_bytes, "six times CLOCK_PAYLOAD_MAX_BYTES")
     now_ms = svc.clock.now_ms()
     limit = svc.settings.payload_max_bytes
-    store = _store()
-    store.get(application, schedule_id)  # 404 before the body's rules
-
-    def changed(stored: Schedule | None) -> Schedule:
-        if stored is None:  # deleted meanwhile
-            store.get(application, schedule_id)
-        assert stored is not None
-        return checks.changed_schedule(stored, data, now_ms, limit)
-
-    schedule, _ = store.change(application, schedule_id, now_ms, changed)
-    return jsonify(_answer(schedule))
+    schedule = _store().update(
+        application,
+        schedule_id,
+        now_ms,
+        lambda stored: checks.changed_schedule(stored, data, now_ms, limit),
+    )
+    return jsonify(schedule.to_json())
 
 
 @schedules.get(ONE)
 def get_schedule(application: str, schedule_id: str) -> Response:
     _key(application, schedule_id)
-    return jsonify(_answer(_store().get(application, schedule_id)))
+    return jsonify(_store().get(application, schedule_id).to_json())
 
 
 @schedules.delete(ONE)
@@ -83,7 +74,7 @@ def delete_schedule(application: str, schedule_id: str) -> Response:
     svc = services()
     _key(application, schedule_id)
     gone = _store().delete(application, schedule_id, svc.clock.now_ms())
-    return jsonify(_answer(gone))
+    return jsonify(gone.to_json())
 
 
 @schedules.post(f"{ONE}/pause")
@@ -105,21 +96,10 @@ def _set_paused(application: str, schedule_id: str, paused: bool) -> Response:
     if data:
         field = next(iter(data))
         raise ValidationError(f"{field}: pause and resume take no fields", field=field)
-    store = _store()
-    store.get(application, schedule_id)
-
-    def flipped(stored: Schedule | None) -> Schedule:
-        if stored is None:
-            store.get(application, schedule_id)
-        assert stored is not None
-        return _with_paused(stored, paused)
-
-    schedule, _ = store.change(application, schedule_id, svc.clock.now_ms(), flipped)
-    return jsonify(_answer(schedule))
-
-
-def _with_paused(stored: Schedule, paused: bool) -> Schedule:
-    return replace(stored, paused=paused)
+    schedule = _store().update(
+        application, schedule_id, svc.clock.now_ms(), lambda stored: replace(stored, paused=paused)
+    )
+    return jsonify(schedule.to_json())
 
 
 @schedules.get(f"{ONE}/next")
@@ -130,12 +110,12 @@ def next_occurrences(application: str, schedule_id: str) -> Response:
     count = checks.preview_count(request.args.get("count"))
     schedule = _store().get(application, schedule_id)
     now_ms = svc.clock.now_ms()
-    after = max(now_ms, (schedule.next_at or now_ms) - 1) if not schedule.paused else now_ms
-    shown = (
-        []
-        if schedule.next_at is None and not schedule.paused
-        else preview(schedule.calendar, after, count)
-    )
+    if schedule.paused:  # as it would go on if resumed now
+        shown = preview(schedule.calendar, now_ms, count)
+    elif schedule.next_at is None:  # ended
+        shown = []
+    else:  # from the first not made yet: those made already are alarms, due soon
+        shown = preview(schedule.calendar, max(now_ms, schedule.next_at - 1), count)
     return jsonify({"schedule_id": schedule_id, "timezone": schedule.timezone,
                     "paused": schedule.paused, "occurrences": shown})  # fmt: skip
 
@@ -155,7 +135,7 @@ def list_schedules() -> Response:
     next_cursor = None
     if more and page:
         next_cursor = encode_cursor((page[-1].application, page[-1].schedule_id))
-    return jsonify({"schedules": [_answer(s) for s in page], "next_cursor": next_cursor})
+    return jsonify({"schedules": [s.to_json() for s in page], "next_cursor": next_cursor})
 
 
 def _known_parameters(known: set[str]) -> None:

@@ -220,6 +220,23 @@ class SqlSchedules:
                 )
             return wanted, stored is None
 
+    def update(
+        self,
+        application: str,
+        schedule_id: str,
+        now_ms: int,
+        change: Callable[[Schedule], Schedule],
+    ) -> Schedule:
+        """`change` as the stored schedule is, under its row's lock; NotFound if there is
+        none (before `change` is asked)."""
+
+        def existing(stored: Schedule | None) -> Schedule:
+            if stored is None:
+                raise NotFound(f"no schedule {application}/{schedule_id}")
+            return change(stored)
+
+        return self.change(application, schedule_id, now_ms, existing)[0]
+
     def delete(self, application: str, schedule_id: str, now_ms: int) -> Schedule:
         """Delete the schedule and its occurrences not yet due; NotFound if there is none."""
         with translate_errors(), self.db.begin() as conn:
