@@ -86,11 +86,9 @@ def schedule_from(
     sent again does not move an interval's anchor."""
     body: ScheduleSettings = _validate(ScheduleSettings, data, payload_max_bytes)
     fields = body.model_dump()
-    given = set(body.model_fields_set)
-    if body.start_at is None and stored_start is not None:
+    if body.start_at is None:
         fields["start_at"] = stored_start
-        given.add("start_at")
-    return _checked(application, schedule_id, fields, now_ms, given)
+    return _checked(application, schedule_id, fields, now_ms)
 
 
 def changed_schedule(
@@ -101,18 +99,7 @@ def changed_schedule(
     given = body.model_fields_set
     if not given:
         raise ValidationError("give at least one field to change")
-    fields = {
-        "cron": stored.cron,
-        "every_s": stored.every_s,
-        "timezone": stored.timezone,
-        "payload": stored.payload,
-        "start_at": stored.start_at,
-        "end_at": stored.end_at,
-        "cutoff_ms": stored.cutoff_ms,
-        "catch_up": stored.catch_up,
-        "catch_up_max": stored.catch_up_max,
-        "paused": stored.paused,
-    }
+    fields = {name: getattr(stored, name) for name in ScheduleChanges.model_fields}
     if "cron" in given and "every_s" not in given:
         fields["every_s"] = None
     if "every_s" in given and "cron" not in given:
@@ -122,13 +109,12 @@ def changed_schedule(
         if value is None and name not in ("cron", "every_s", "end_at", "cutoff_ms"):
             raise ValidationError(f"{name} cannot be null", field=name)
         fields[name] = value
-    return _checked(stored.application, stored.schedule_id, fields, now_ms, {"start_at"})
+    return _checked(stored.application, stored.schedule_id, fields, now_ms)
 
 
-def _checked(
-    application: str, schedule_id: str, fields: dict[str, Any], now_ms: int, given: set[str]
-) -> Schedule:
-    start = fields["start_at"] if "start_at" in given and fields["start_at"] is not None else now_ms
+def _checked(application: str, schedule_id: str, fields: dict[str, Any], now_ms: int) -> Schedule:
+    """The Schedule of `fields`; one with no start_at starts now."""
+    start = now_ms if fields["start_at"] is None else fields["start_at"]
     calendar = recurrence(
         fields["cron"], fields["every_s"], fields["timezone"], start, fields["end_at"]
     )
