@@ -1,16 +1,24 @@
-"""Recurring schedules at scale: many schedules firing every minute, spread over its seconds.
+"""Recurring schedules at scale: many schedules firing every minute.
 
-    python -m bench.schedules                           # 100,000 schedules, 60 s measured
+    python -m bench.schedules --steady                  # 100,000 intervals, then alarms alike
+    python -m bench.schedules --calendar cron           # 100,000 crons on whole seconds
     python -m bench.schedules --schedules 10000 --seconds 30
     python -m bench.schedules --planner-only            # the planner alone, in this process
 
 The whole run: a fresh server (MariaDB, the default processes), `--schedules` schedules made
-through the API, schedule i with the 6-field cron `<i mod 60> * * * * *`, so about
-schedules/60 occurrences fall due each second (100,000: about 1,667 a second). After the
-planner has caught up (`--warmup` seconds), the occurrences due in a window of `--seconds`
-are measured: their lateness as received by a RabbitMQ consumer and as published (rung_at
-minus due, from the database), lost and twice-rung ones, and the CPU per occurrence of the
-server's engine process (which runs the planner), MariaDB and RabbitMQ.
+through the API, about schedules/60 occurrences due each second (100,000: about 1,667):
+- `--calendar interval` (the default): schedule i rings `every_s` 60 from a `start_at`
+  i/schedules of a minute past one anchor, so the occurrences are spread evenly over each
+  minute, as one-off alarms at that rate are;
+- `--calendar cron`: schedule i has the 6-field cron `<i mod 60> * * * * *`, so each whole
+  second is a burst of schedules/60 occurrences due at the same millisecond.
+
+After the planner has caught up (`--warmup` seconds), the occurrences due in a window of
+`--seconds` are measured: their lateness as received by a RabbitMQ consumer and as published
+(rung_at minus due, from the database), lost and twice-rung ones, and the CPU per occurrence
+of the server's engine process (which runs the planner), MariaDB and RabbitMQ. `--steady`
+then runs bench's steady scenario at the same rate for the same seconds on a fresh server,
+so that the occurrences' figures stand beside one-off alarms' of the same sitting.
 
 `--planner-only` measures what making the occurrences costs, apart from ringing them: the
 store's planner pass in this process on a fresh MariaDB database with `--schedules`
@@ -36,7 +44,7 @@ from sqlalchemy import create_engine, text
 
 from bench.clockserver import MARIADB_URL, BenchServer, services_cpu_s
 from bench.collector import Collector
-from bench.scenarios import cpu_per_alarm_us, cpu_snapshot
+from bench.scenarios import cpu_per_alarm_us, cpu_snapshot, steady
 from bench.stats import summarize
 from clock_server.store import migrate
 from clock_server.store.alarms import AlarmStore
@@ -46,14 +54,31 @@ from clock_server.store.schedules import SqlSchedules
 AHEAD_MS = 30_000  # the server's look-ahead with the default preload window
 
 
-def _put_all(base_url: str, application: str, count: int) -> float:
+def _calendar(kind: str, i: int, count: int, anchor_ms: int) -> dict[str, Any]:
+    """Schedule i of `count`: its calendar, due once a minute."""
+    if kind == "cron":
+        return {"cron": f"{i % 60} * * * * *"}
+    return {"every_s": 60, "start_at": anchor_ms + i * 60_000 // count}
+
+
+def _due_in(kind: str, i: int, count: int, anchor_ms: int, window: range) -> int:
+    """How many occurrences of schedule i fall in [window.start, window.stop) (ms)."""
+    if kind == "cron":
+        return sum(1 for s in range(window.start // 1000, window.stop // 1000) if s % 60 == i % 60)
+    offset = (anchor_ms + i * 60_000 // count) % 60_000
+    first = window.start - (window.start - offset) % 60_000
+    first += 60_000 if first < window.start else 0
+    return len(range(first, window.stop, 60_000))
+
+
+def _put_all(base_url: str, application: str, count: int, kind: str, anchor_ms: int) -> float:
     """Make `count` schedules through the API, 8 at a time; seconds it took."""
     started = time.monotonic()
 
     def put(chunk: range) -> None:
         with requests.Session() as session:
             for i in chunk:
-                body = {"cron": f"{i % 60} * * * * *", "payload": f"schedule {i}"}
+                body = {**_calendar(kind, i, count, anchor_ms), "payload": f"schedule {i}"}
                 answer = session.put(f"{base_url}/v1/schedules/{application}/s{i}", json=body)
                 answer.raise_for_status()
 
@@ -63,11 +88,14 @@ def _put_all(base_url: str, application: str, count: int) -> float:
     return time.monotonic() - started
 
 
-def run_whole(workdir: Path, schedules: int, seconds: int, warmup: int) -> dict[str, Any]:
+def run_whole(
+    workdir: Path, schedules: int, seconds: int, warmup: int, kind: str
+) -> dict[str, Any]:
     application = f"sched{uuid.uuid4().hex[:6]}"
+    anchor_ms = (int(time.time()) // 60 - 1) * 60_000  # a minute boundary in the past
     with BenchServer(workdir) as server:
         collector = Collector(server.exchange, application, workdir).start()
-        took_s = _put_all(server.base_url, application, schedules)
+        took_s = _put_all(server.base_url, application, schedules, kind, anchor_ms)
         time.sleep(warmup)
         window_from = (int(time.time()) + 1) * 1000
         window_to = window_from + seconds * 1000
@@ -80,14 +108,13 @@ def run_whole(workdir: Path, schedules: int, seconds: int, warmup: int) -> dict[
         rows = server.rung_rows(application)
     inside = [a for a in arrivals if window_from <= a.target_ms < window_to]
     per_id = Counter(a.alarm_id for a in inside)
-    expected = sum(
-        1 for i in range(schedules) for s in range(window_from // 1000, window_to // 1000)
-        if s % 60 == i % 60
-    )  # fmt: skip
+    window = range(window_from, window_to)
+    expected = sum(_due_in(kind, i, schedules, anchor_ms, window) for i in range(schedules))
     published = [
         rung - t for _, t, rung, _ in rows if rung is not None and window_from <= t < window_to
     ]
     return {
+        "calendar": kind,
         "schedules": schedules,
         "made_in_s": round(took_s, 1),
         "window_s": seconds,
@@ -167,14 +194,22 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=45,
                         help="seconds after the schedules are made before the window")  # fmt: skip
+    parser.add_argument("--calendar", choices=("interval", "cron"), default="interval")
+    parser.add_argument("--steady", action="store_true",
+                        help="then one-off alarms at the same rate, for the same seconds")  # fmt: skip
     parser.add_argument("--planner-only", action="store_true")
     args = parser.parse_args()
     if args.planner_only:
-        result = run_planner(args.schedules)
-    else:
+        print(json.dumps(run_planner(args.schedules), indent=1))
+        return
+    with tempfile.TemporaryDirectory() as work:
+        result = run_whole(Path(work), args.schedules, args.seconds, args.warmup, args.calendar)
+        print(json.dumps(result, indent=1), flush=True)
+    if args.steady:
         with tempfile.TemporaryDirectory() as work:
-            result = run_whole(Path(work), args.schedules, args.seconds, args.warmup)
-    print(json.dumps(result, indent=1))
+            alike = steady(Path(work), args.schedules / 60, args.seconds)
+        alike.pop("received_sample", None)
+        print(json.dumps({"steady_alarms_alike": alike}, indent=1))
 
 
 if __name__ == "__main__":
