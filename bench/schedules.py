@@ -128,7 +128,15 @@ def run_whole(
     }
 
 
-def run_planner(schedules: int) -> dict[str, Any]:
+def _stored(kind: str, i: int, count: int, start_ms: int) -> dict[str, Any]:
+    """Schedule i as the API would store it, its next occurrence in the minute from start_ms."""
+    calendar = _calendar(kind, i, count, start_ms)
+    first = calendar.get("start_at", start_ms + (i % 60) * 1000)
+    return {"s": f"s{i}", "c": calendar.get("cron"), "e": calendar.get("every_s"),
+            "st": calendar.get("start_at", 0), "n": first}  # fmt: skip
+
+
+def run_planner(schedules: int, kind: str) -> dict[str, Any]:
     """The planner's pass alone: a minute of passes, one a second, on its own clock."""
     name = f"bench_plan_{uuid.uuid4().hex[:8]}"
     admin = create_engine(MARIADB_URL, isolation_level="AUTOCOMMIT")
@@ -140,18 +148,15 @@ def run_planner(schedules: int) -> dict[str, Any]:
         plans = SqlSchedules(store)
         start = (int(time.time()) // 60 + 1) * 60_000
         # The schedules as the API would store them, written in bulk: each next due in the
-        # minute from `start`, at its second.
-        rows = [
-            {"a": "bench", "s": f"s{i}", "c": f"{i % 60} * * * * *", "n": start + (i % 60) * 1000}
-            for i in range(schedules)
-        ]
+        # minute from `start`.
+        rows = [_stored(kind, i, schedules, start) for i in range(schedules)]
         with store.db.begin() as conn:
             conn.execute(
                 text(
-                    "INSERT INTO clock_schedule (application, schedule_id, cron, timezone, "
-                    "payload, start_at, catch_up, catch_up_max, paused, next_at, version, "
-                    "create_time, update_time) VALUES (:a, :s, :c, 'UTC', 'p', 0, 'skip', 100, "
-                    "0, :n, 0, 0, 0)"
+                    "INSERT INTO clock_schedule (application, schedule_id, cron, every_s, "
+                    "timezone, payload, start_at, catch_up, catch_up_max, paused, next_at, "
+                    "version, create_time, update_time) VALUES ('bench', :s, :c, :e, 'UTC', "
+                    "'p', :st, 'skip', 100, 0, :n, 0, 0, 0)"
                 ),
                 rows,
             )
@@ -178,6 +183,7 @@ def run_planner(schedules: int) -> dict[str, Any]:
             conn.execute(text(f"DROP DATABASE `{name}`"))
         admin.dispose()
     return {
+        "calendar": kind,
         "schedules": schedules,
         "occurrences_made": made,
         "planner_cpu_us_per_occurrence": own_s * 1e6 / max(made, 1),
@@ -200,7 +206,7 @@ def main() -> None:
     parser.add_argument("--planner-only", action="store_true")
     args = parser.parse_args()
     if args.planner_only:
-        print(json.dumps(run_planner(args.schedules), indent=1))
+        print(json.dumps(run_planner(args.schedules, args.calendar), indent=1))
         return
     with tempfile.TemporaryDirectory() as work:
         result = run_whole(Path(work), args.schedules, args.seconds, args.warmup, args.calendar)

@@ -26,12 +26,12 @@ from sqlalchemy import (
     Connection,
     Row,
     and_,
-    case,
     delete,
     exc,
     false,
     insert,
     select,
+    text,
     tuple_,
     update,
 )
@@ -120,6 +120,22 @@ def _by_application(
     for application, schedule_id, next_at in moved:
         found.setdefault(application, {})[schedule_id] = next_at
     return found
+
+
+def _move_next_at(application: str, next_at: dict[str, int | None]) -> tuple[Any, dict[str, Any]]:
+    """One UPDATE setting each schedule's next_at, `CASE schedule_id WHEN ... END`, written as
+    text: SQLAlchemy's case() of 200 schedules took an eighth of a planner pass to build."""
+    params: dict[str, Any] = {"application": application}
+    whens, names = [], []
+    for i, (schedule_id, at_ms) in enumerate(next_at.items()):
+        params[f"s{i}"], params[f"n{i}"] = schedule_id, at_ms
+        whens.append(f"WHEN :s{i} THEN :n{i}")
+        names.append(f":s{i}")
+    sql = (
+        f"UPDATE {schedule_table.name} SET next_at = CASE schedule_id {' '.join(whens)} END "
+        f"WHERE application = :application AND schedule_id IN ({', '.join(names)})"
+    )
+    return text(sql), params
 
 
 def _calendar_and_carriage(schedule: Schedule) -> dict[str, Any]:
@@ -308,11 +324,7 @@ class SqlSchedules:
                 ignore = "OR IGNORE" if self.db.dialect.name == "sqlite" else "IGNORE"
                 conn.execute(insert(alarm_table).prefix_with(ignore), made)
             for application, next_at in _by_application(moved).items():
-                conn.execute(
-                    update(schedule_table)
-                    .where(_S.application == application, _S.schedule_id.in_(list(next_at)))
-                    .values(next_at=case(next_at, value=_S.schedule_id))
-                )
+                conn.execute(*_move_next_at(application, next_at))
         return Planned(len(made), earliest, len(rows))
 
     def _forget_ahead(
