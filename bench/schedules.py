@@ -5,7 +5,8 @@
     python -m bench.schedules --schedules 10000 --seconds 30
     python -m bench.schedules --planner-only            # the planner alone, in this process
 
-The whole run: a fresh server (MariaDB, the default processes), `--schedules` schedules made
+The whole run: a fresh server (MariaDB, `--web-processes` web workers: 2, so that the
+workers plan, as in a deployment on MariaDB), `--schedules` schedules made
 through the API, about schedules/60 occurrences due each second (100,000: about 1,667):
 - `--calendar interval` (the default): schedule i rings `every_s` 60 from a `start_at`
   i/schedules of a minute past one anchor, so the occurrences are spread evenly over each
@@ -92,10 +93,10 @@ def _put_all(base_url: str, application: str, count: int, kind: str, anchor_ms: 
 
 
 def run_whole(
-    workdir: Path, schedules: int, seconds: int, warmup: int, kind: str, bulk: bool = False
+    workdir: Path, schedules: int, seconds: int, warmup: int, kind: str, bulk: bool, web: int
 ) -> dict[str, Any]:
     application = f"sched{uuid.uuid4().hex[:6]}"
-    with BenchServer(workdir) as server:
+    with BenchServer(workdir, web_processes=str(web)) as server:
         collector = Collector(server.exchange, application, workdir).start()
         if bulk:
             anchor_ms = (int(time.time()) // 60 + 1) * 60_000  # the next minute boundary
@@ -218,6 +219,8 @@ def main() -> None:
     parser.add_argument("--calendar", choices=("interval", "cron"), default="interval")
     parser.add_argument("--steady", action="store_true",
                         help="then one-off alarms at the same rate, for the same seconds")  # fmt: skip
+    parser.add_argument("--web-processes", type=int, default=2,
+                        help="CLOCK_WEB_PROCESSES of the servers (with 2 or more, the web workers plan)")  # fmt: skip
     parser.add_argument("--bulk", action="store_true",
                         help="write the schedules straight into the table, not through the API")  # fmt: skip
     parser.add_argument("--planner-only", action="store_true")
@@ -227,12 +230,20 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as work:
         result = run_whole(
-            Path(work), args.schedules, args.seconds, args.warmup, args.calendar, args.bulk
+            Path(work),
+            args.schedules,
+            args.seconds,
+            args.warmup,
+            args.calendar,
+            args.bulk,
+            args.web_processes,
         )
         print(json.dumps(result, indent=1), flush=True)
     if args.steady:
         with tempfile.TemporaryDirectory() as work:
-            alike = steady(Path(work), args.schedules / 60, args.seconds)
+            alike = steady(
+                Path(work), args.schedules / 60, args.seconds, web_processes=str(args.web_processes)
+            )
         alike.pop("received_sample", None)
         print(json.dumps({"steady_alarms_alike": alike}, indent=1))
 

@@ -56,6 +56,29 @@ def test_an_alarm_created_over_http_arrives_on_time(cluster: Cluster, web_proces
 
 
 @pytest.mark.parametrize("web_processes", ["1", "2"])
+def test_a_schedule_rings_each_occurrence_once_whichever_process_plans_it(
+    cluster: Cluster, web_processes: str
+):
+    # One process: its maintenance plans. Web workers: they do, and the engine's process
+    # does not (runtime/planner_thread.py); their pipe wakes the engine for what they make.
+    server = cluster.server("planned", CLOCK_WEB_PROCESSES=web_processes).start()
+    response = requests.put(
+        f"{server.base_url}/v1/schedules/{cluster.application}/tick",
+        json={"every_s": 1, "payload": "tick"},
+        timeout=5,
+    )
+    assert response.status_code == 201, response.text
+    cluster.collector.wait_for(3, 15)
+    deliveries = cluster.collector.snapshot()
+    keys = [delivery.body["business_id"] for delivery in deliveries]
+    assert len(set(keys)) == len(keys), "an occurrence rang twice"
+    assert all(key.startswith("~schedule/tick/") for key in keys)
+    for delivery in deliveries:
+        assert delivery.body["payload"] == "tick"
+        assert delivery.received_ms >= delivery.body["target_ring_at"], "rang early"
+
+
+@pytest.mark.parametrize("web_processes", ["1", "2"])
 def test_the_probes_see_the_engines_loops_from_every_process(cluster: Cluster, web_processes: str):
     server = cluster.server("probed", CLOCK_WEB_PROCESSES=web_processes).start()
     loops = {"clock-preload", "clock-ring", "clock-liveness", "clock-dead-letters"}

@@ -222,7 +222,8 @@ def build_maintenance(
     notify: Callable[[int], None] | None = None,
 ) -> Maintenance:
     """The periodic jobs: the backlog gauge, the requeue and the sweep of pull messages,
-    the schedules' planner (waking this server's engine with `notify`), the retention purge,
+    the schedules' planner (waking this server's engine with `notify`; the web workers' when
+    there are any), the retention purge,
     the statistics' purge."""
     purge = RetentionPurge(
         SqlFinishedAlarmPurger(store),
@@ -253,14 +254,10 @@ def build_maintenance(
         owner=settings.instance_id,
         interval_s=MAINTENANCE_INTERVAL_S,
     )
-    planner = SchedulePlanner(
-        SqlSchedules(store),
-        SqlJobLease(store),
-        clock,
-        owner=settings.instance_id,
-        ahead_ms=plan_ahead_ms(settings),
-        notify=notify,
-    )
+    # With web workers, they plan the schedules (runtime/planner_thread.py).
+    planner = None
+    if settings.web_processes <= 1:
+        planner = build_planner(settings, store, clock, notify, owner=settings.instance_id)
     return Maintenance(
         store,
         clock,
@@ -270,6 +267,25 @@ def build_maintenance(
         requeue=SqlPullRequeue(store),
         stats_purge=stats_purge,
         pull_sweep=pull_sweep,
+    )
+
+
+def build_planner(
+    settings: Settings,
+    store: AlarmStore,
+    clock: Clock,
+    notify: Callable[[int], None] | None,
+    owner: str,
+) -> SchedulePlanner:
+    """The schedules' planner, waking the engine with `notify` for occurrences made inside
+    its preloaded window; `owner` names it in the job's lease."""
+    return SchedulePlanner(
+        SqlSchedules(store),
+        SqlJobLease(store),
+        clock,
+        owner=owner,
+        ahead_ms=plan_ahead_ms(settings),
+        notify=notify,
     )
 
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from clock_server.api.tokens import LiveTokens, load_tokens
 from clock_server.engine.alarm_engine import wake_horizon_ms
-from clock_server.runtime.build import build_web
+from clock_server.runtime.build import build_planner, build_web
 from clock_server.runtime.http_server import create_http_server, stop_requests_by
 from clock_server.runtime.ipc import EngineStatusFile, PipeNotifier
 from clock_server.runtime.logs import configure_logging
+from clock_server.runtime.planner_thread import PlannerThread
 from clock_server.runtime.process import freeze_startup_objects
 from clock_server.runtime.signals import ReloadSignal, ShutdownSignals
 from clock_server.runtime.token_reload import TokenReloads
@@ -47,6 +48,9 @@ def main() -> int:
         settings, notifier=notifier, broker=status, loops=status, tokens=tokens
     )
     server = create_http_server(app, settings, sockets=[listener])
+    owner = f"{settings.instance_id}/web-{os.getpid()}"  # one lease holder per worker
+    plans = build_planner(settings, store, clock, notifier.notify_due, owner)
+    planner = PlannerThread(plans, clock)
     freeze_startup_objects()
 
     def on_first() -> None:
@@ -63,7 +67,9 @@ def main() -> int:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
         reloads.start()
         stats.start()
+        planner.start()
         server.run()  # returns once SIGTERM has ended its loop and its requests
+        planner.stop(signals.deadline_or_new().remaining_s())
         reloads.stop()
         server.close()
         stats.stop()
