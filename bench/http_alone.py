@@ -105,7 +105,9 @@ def served_app() -> Any:
     (a web worker's, without the engine: creates are stored and nothing rings)."""
     if os.environ.get(APP_ENV) != "clock":
         return echo_app()
-    app, _store, _stats = build_web(Settings.from_env(), notifier=_NoEngine(), broker=_NoEngine())
+    app, _store, _stats, _metrics = build_web(
+        Settings.from_env(), notifier=_NoEngine(), broker=_NoEngine()
+    )
     return app
 
 

@@ -315,11 +315,11 @@ def build_web(
     broker: HealthSource,
     loops: LoopSource | None = None,
     tokens: TokenTable | LiveTokens | None = None,
-) -> tuple[WsgiApp, AlarmStore, StatsWriter]:
+) -> tuple[WsgiApp, AlarmStore, StatsWriter, Metrics]:
     """The HTTP side alone, for a web worker process: its own pool, the engine elsewhere
     (`broker` and `loops` say how it is; no `loops`: /livez answers for this process alone),
-    and the writer of its per-minute statistics, to start. The tokens are read from the
-    settings unless given."""
+    the writer of its per-minute statistics, to start, and its metrics. The tokens are read
+    from the settings unless given."""
     if tokens is None:
         tokens = load_tokens(settings.tokens, settings.tokens_file)
     store = AlarmStore(open_database(settings.database_url, settings.db_pool_size))
@@ -328,4 +328,4 @@ def build_web(
         settings, store, clock, metrics, notifier, broker, tokens, loops, "web"
     )
     stats = StatsWriter(metrics.minutes, SqlMinuteStats(store), clock)
-    return create_app(services), store, stats
+    return create_app(services), store, stats, metrics

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from clock_server.engine.schedule_planner import SchedulePlanner
 from clock_server.timesource import Clock
@@ -23,9 +24,12 @@ class PlannerThread:
     """Runs `planner` every `planner.interval_s` until stopped; a run missed while one was
     running is not made up."""
 
-    def __init__(self, planner: SchedulePlanner, clock: Clock) -> None:
+    def __init__(
+        self, planner: SchedulePlanner, clock: Clock, on_error: Callable[[], None] | None = None
+    ) -> None:
         self.planner = planner
         self.clock = clock
+        self.on_error = on_error  # counts the failure in clock_loop_errors
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -39,11 +43,16 @@ class PlannerThread:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
+    def is_running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def run_once(self) -> None:
         try:
             self.planner.run()
         except Exception:  # the next run tries again; a worker's API keeps serving
             log.exception("the schedule planner failed", extra={"action": "maintenance_error"})
+            if self.on_error is not None:
+                self.on_error()
 
     def _run(self) -> None:
         interval_ms = int(self.planner.interval_s * 1000)

@@ -44,13 +44,13 @@ def main() -> int:
     status = EngineStatusFile(Path(os.environ["CLOCK_WORKER_STATUS_FILE"]), clock)
     tokens = LiveTokens(load_tokens(settings.tokens, settings.tokens_file))
     reloads = TokenReloads(settings.tokens_file, tokens)
-    app, store, stats = build_web(
+    app, store, stats, metrics = build_web(
         settings, notifier=notifier, broker=status, loops=status, tokens=tokens
     )
     server = create_http_server(app, settings, sockets=[listener])
     owner = f"{settings.instance_id}/web-{os.getpid()}"  # one lease holder per worker
     plans = build_planner(settings, store, clock, notifier.notify_due, owner)
-    planner = PlannerThread(plans, clock)
+    planner = PlannerThread(plans, clock, on_error=lambda: metrics.loop_error("schedule_planner"))
     freeze_startup_objects()
 
     def on_first() -> None:
