@@ -22,6 +22,12 @@ def add(store: AlarmStore, count: int, due_ms: int, prefix: str = "b") -> list[i
     return [alarm.id for alarm, _ in store.create_many(alarms, NOW)]
 
 
+def declared_dead(registry: SqlEngineRegistry, silent_since_ms: int, now_ms: int) -> list:
+    """The engines declare_dead marks dead, or had marked, without the live ones."""
+    judged = registry.declare_dead(silent_since_ms, now_ms)
+    return [record for record in judged if record.dead_at is not None]
+
+
 def rows_by_id(store: AlarmStore) -> dict[int, object]:
     return {alarm.id: alarm for alarm in store.list("app", None, 1_000, None)}
 
@@ -42,16 +48,21 @@ def test_only_a_silent_engine_is_declared_dead_and_its_heartbeat_then_fails(stor
     silent = registry.register("silent", LEASE_MS, NOW)
     beating = registry.register("beating", LEASE_MS, NOW)
     registry.heartbeat(beating, NOW + 2_000)
-    dead = registry.declare_dead(silent_since_ms=NOW + 1, now_ms=NOW + 2_001)
-    assert [(record.id, record.dead_at) for record in dead] == [(silent, NOW + 2_001)]
+    judged = registry.declare_dead(silent_since_ms=NOW + 1, now_ms=NOW + 2_001)
+    assert [(record.id, record.dead_at) for record in judged] == [
+        (silent, NOW + 2_001),
+        (beating, None),
+    ]
     assert not registry.heartbeat(silent, NOW + 2_100)
     assert registry.heartbeat(beating, NOW + 2_100)
     assert [record.id for record in registry.live_engines()] == [beating]
     # declared once: a later pass lists it again (until removed) but keeps its time of death
     again = registry.declare_dead(silent_since_ms=NOW + 2_100, now_ms=NOW + 3_001)
-    assert [(record.id, record.dead_at) for record in again] == [(silent, NOW + 2_001)]
+    assert [(record.id, record.dead_at) for record in again if record.dead_at] == [
+        (silent, NOW + 2_001)
+    ]
     registry.remove(silent)
-    assert registry.declare_dead(silent_since_ms=NOW + 1, now_ms=NOW + 3_002) == []
+    assert [record.id for record in registry.declare_dead(NOW + 1, NOW + 3_002)] == [beating]
 
 
 def test_take_over_gives_back_only_the_dead_engines_claims(store: AlarmStore):
@@ -68,7 +79,7 @@ def test_take_over_gives_back_only_the_dead_engines_claims(store: AlarmStore):
     )
     assert len(leased) == 5
     registry.heartbeat(live_id, NOW + 2_000)
-    [record] = registry.declare_dead(NOW + 1, NOW + 2_100)
+    [record] = declared_dead(registry, NOW + 1, NOW + 2_100)
 
     taken = registry.take_over(record, NOW + 2_100)
 
@@ -102,7 +113,7 @@ def test_a_retry_taken_over_is_due_at_once_and_a_released_claim_is_not_touched(
     )
     assert [c.id for c in again] == [retried]
     claims.release([c for c in claimed if c.id == given_back], NOW + 160)
-    [record] = registry.declare_dead(NOW + 1, NOW + 2_500)
+    [record] = declared_dead(registry, NOW + 1, NOW + 2_500)
 
     assert registry.take_over(record, NOW + 2_500) == (1, 0)
 
@@ -121,7 +132,7 @@ def test_take_over_skips_a_ring_batch_in_flight_without_waiting_for_it(
     engine_id = registry.register("stalled", LEASE_MS, NOW)
     add(mariadb_store, 4, NOW + 100)
     held = claims.claim_due(NOW + 200, NOW + LEASE_MS, 10, now_ms=NOW, owner=engine_id)
-    [record] = registry.declare_dead(NOW + 1, NOW + 2_500)
+    [record] = declared_dead(registry, NOW + 1, NOW + 2_500)
     locked = threading.Event()
     finish = threading.Event()
 

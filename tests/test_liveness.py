@@ -9,11 +9,12 @@ import pytest
 from clock_server.deadline import Deadline
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.errors import Unavailable
-from clock_server.model import NewAlarm
+from clock_server.model import Claim, NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.engine_registry import SqlEngineRegistry
+from clock_server.store.ports import ClaimStore
 from clock_server.testing import InMemoryPublisher, SettableClock
 
 from .support import drive, metric_value
@@ -43,20 +44,21 @@ def test_a_survivor_rings_a_silent_engines_claims_on_time_and_the_stalled_one_ri
     ids = [alarm.id for alarm, _ in store.create_many(alarms, start)]
     stalled, survivor = make(store, fake_clock, "stalled"), make(store, fake_clock, "survivor")
     stalled.liveness.run_once()
-    survivor.liveness.run_once()
+    wait_s = survivor.liveness.run_once()
     stalled.preloader.run_once()
     survivor.preloader.run_once()
     assert len(stalled.heap) == 50 and len(survivor.heap) == 0
 
-    taken_at = None
-    for now in range(start + HEARTBEAT_MS, start + 2_900, HEARTBEAT_MS):
+    taken_at, now = None, start
+    while taken_at is None and now < start + 2_900:  # each step when the last one asked
+        now += round(wait_s * 1000)
         fake_clock.set(now)
-        survivor.liveness.run_once()
+        wait_s = survivor.liveness.run_once()
         survivor.preloader.run_once()
-        if taken_at is None and len(survivor.heap):
+        if len(survivor.heap):
             taken_at = now
-    # silent for more than the limit at the first beat after it: 2.5 s after its last beat
-    assert taken_at == start + DEAD_AFTER_MS + HEARTBEAT_MS
+    # judged the moment its silence passed the limit, not at the next beat after it
+    assert taken_at == start + DEAD_AFTER_MS + 1
     assert len(survivor.heap) == 50
     assert metric_value(survivor.metrics, "clock_claims_taken_over_total") == 50
 
@@ -78,6 +80,47 @@ def test_a_survivor_rings_a_silent_engines_claims_on_time_and_the_stalled_one_ri
     assert live == {"stalled", "survivor"}
     for engine in (stalled, survivor):
         assert engine.ringer.close(Deadline(5)) == 0
+
+
+class FirstReleaseFails:
+    """The engine's claim store, whose first release fails as one chosen as a deadlock
+    victim does."""
+
+    def __init__(self, claims: ClaimStore) -> None:
+        self.claims = claims
+        self.failed = False
+
+    def release(self, claims: list[Claim], now_ms: int) -> int:
+        if not self.failed:
+            self.failed = True
+            raise Unavailable("database unavailable: (1213, 'Deadlock found')")
+        return self.claims.release(claims, now_ms)
+
+
+def test_a_fenced_engine_whose_release_fails_gives_its_claims_back_at_the_next_step(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    start = fake_clock.now_ms()
+    alarms = [NewAlarm("app", f"f{i}", "p", start + 5_000 + i, None) for i in range(20)]
+    store.create_many(alarms, start)
+    fenced = make(store, fake_clock, "fenced")
+    fenced.liveness.run_once()
+    fenced.preloader.run_once()
+    assert len(fenced.heap) == 20
+    registry = SqlEngineRegistry(store)
+    registry.declare_dead(start + 1, start + 2_001)  # by another engine, which took nothing
+    fenced.liveness.claims = FirstReleaseFails(fenced.liveness.claims)  # type: ignore[assignment]
+    fake_clock.set(start + 2_100)
+    with pytest.raises(Unavailable):
+        fenced.liveness.run_once()
+    assert len(fenced.heap) == 0 and metric_value(fenced.metrics, "clock_engine_fenced_total") == 1
+    assert {alarm.status for alarm in store.list("app", None, 100, None)} == {"pending"}
+    fake_clock.set(start + 2_600)
+    fenced.liveness.run_once()  # the release again, and the preloader woken
+    fenced.preloader.run_once()
+    assert len(fenced.heap) == 20  # claimed again, under the new id, long before the lease
+    drive(fenced, fake_clock, start + 5_100)
+    assert len(sent_ids(fenced)) == 20
 
 
 class CutOffRegistry(SqlEngineRegistry):
@@ -114,6 +157,31 @@ def test_an_engine_whose_beats_failed_gives_the_others_time_to_beat_before_judgi
     fake_clock.set(start + 5_000 + DEAD_AFTER_MS // 2)
     judge.liveness.run_once()  # the other had a second to beat again, and did not
     assert other not in {record.id for record in registry.live_engines()}
+
+
+@pytest.mark.parametrize(
+    ("other", "next_step_ms"),
+    [
+        (None, HEARTBEAT_MS),  # alone: the next beat
+        ((0, False), HEARTBEAT_MS),  # the other just beat
+        ((-1_000, False), HEARTBEAT_MS),  # its silence passes the limit after our next beat
+        ((-1_800, False), 201),  # before it: judged then
+        ((-DEAD_AFTER_MS, False), 1),  # at the limit: judged a millisecond later
+        ((-1_800, True), HEARTBEAT_MS),  # already declared dead: nothing to wait for
+    ],
+)
+def test_the_next_step_comes_when_another_engines_silence_passes_the_limit(
+    store: AlarmStore, fake_clock: SettableClock, other: tuple[int, bool] | None, next_step_ms: int
+):
+    registry = SqlEngineRegistry(store)
+    now = fake_clock.now_ms()
+    if other is not None:
+        beat_ago, dead = other
+        registry.register("other", 30_000, now + beat_ago)
+        if dead:
+            registry.declare_dead(now + beat_ago + 1, now)
+    engine = make(store, fake_clock, "judge")
+    assert round(engine.liveness.run_once() * 1000) == next_step_ms
 
 
 def test_a_new_engine_judges_at_once(store: AlarmStore, fake_clock: SettableClock):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 from clock_server.engine.heap import ClaimHeap
 from clock_server.metrics import Metrics
-from clock_server.model import EngineRecord
+from clock_server.model import Claim, EngineRecord
 from clock_server.store.ports import ClaimStore, EngineRegistry
 from clock_server.timesource import Clock
 
@@ -57,6 +57,7 @@ class Liveness:
         self._id_lock = threading.Lock()  # held while claiming under the id and changing it
         # When this engine may judge others again; None while its own beats fail.
         self._judges_from_ms: int | None = 0
+        self._dropped: list[Claim] = []  # fenced: claims dropped from the heap, to give back
 
     @contextlib.contextmanager
     def claiming(self) -> Iterator[int]:
@@ -88,15 +89,31 @@ class Liveness:
         except Exception:
             self._judges_from_ms = None
             raise
+        self._give_back_dropped(now_ms)
         if self._judges_from_ms is None:
             # Back after its own beats failed (most likely the database was away for every
             # engine): the others need a chance to beat again before they are taken for dead.
             self._judges_from_ms = now_ms + self.dead_after_ms // 2
-        if now_ms >= self._judges_from_ms:
-            for record in self.registry.declare_dead(now_ms - self.dead_after_ms, now_ms):
-                if record.id != self.engine_id:
-                    self._take_over(record, now_ms)
-        return self.heartbeat_s
+        if now_ms < self._judges_from_ms:
+            return self.heartbeat_s
+        engines = self.registry.declare_dead(now_ms - self.dead_after_ms, now_ms)
+        for record in engines:
+            if record.dead_at is not None and record.id != self.engine_id:
+                self._take_over(record, now_ms)
+        return self._until_next_step(engines, now_ms)
+
+    def _until_next_step(self, engines: list[EngineRecord], now_ms: int) -> float:
+        """The next beat, or sooner the moment another engine's silence passes dead_after:
+        it is judged then, not up to a heartbeat later, and its claims ring that much
+        sooner."""
+        next_beat_ms = now_ms + int(self.heartbeat_s * 1000)
+        silent_past_ms = [
+            record.heartbeat_at + self.dead_after_ms + 1
+            for record in engines
+            if record.dead_at is None and record.id != self.engine_id
+        ]
+        step_at_ms = min([next_beat_ms, *silent_past_ms])
+        return max(step_at_ms - now_ms, 1) / 1000
 
     def _join_locked(self, now_ms: int) -> None:
         self.engine_id = self.registry.register(self.instance_id, self.lease_ms, now_ms)
@@ -115,26 +132,41 @@ class Liveness:
 
     def _rejoin(self, now_ms: int) -> None:
         """Declared dead while alive (stalled, or cut off from the database): what the heap
-        holds may have been taken over, so drop it, give back what is still ours, and join
-        again under a new id."""
+        holds may have been taken over, so drop it and join again under a new id; what is
+        still ours is given back next (`_give_back_dropped`)."""
         with self._id_lock:
             old_id = self.engine_id
             self._join_locked(now_ms)
             held = self.heap.drain()
-            released = self.claims.release(held, now_ms)
+            self._dropped += held
         self.metrics.fenced.inc()
         self.metrics.heap_size.set(len(self.heap))
         log.error(
             "engine %s was declared dead as %s and joined again as %s: dropped %d claims, "
-            "gave back the %d still its own",
+            "and gives back those still its own",
             self.instance_id,
             old_id,
             self.engine_id,
             len(held),
-            released,
             extra={"action": "engine_fenced"},
         )
-        self.on_claims_returned()
+
+    def _give_back_dropped(self, now_ms: int) -> None:
+        """Give back the claims dropped when this engine found itself declared dead. The
+        release can fail, a deadlock with a ring batch resuming beside it or the database
+        away: the claims are kept and tried again at the next step, not left to their lease."""
+        if not self._dropped:
+            return
+        released = self.claims.release(self._dropped, now_ms)
+        dropped, self._dropped = len(self._dropped), []
+        log.info(
+            "gave back %d of the %d claims dropped when declared dead; the rest had moved on",
+            released,
+            dropped,
+            extra={"action": "fenced_claims_given_back"},
+        )
+        if released:
+            self.on_claims_returned()
 
     def _take_over(self, dead: EngineRecord, now_ms: int) -> None:
         taken = self.registry.take_over(dead, now_ms)

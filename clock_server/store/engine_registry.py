@@ -60,8 +60,9 @@ class SqlEngineRegistry:
             return result.rowcount == 1
 
     def declare_dead(self, silent_since_ms: int, now_ms: int) -> list[EngineRecord]:
-        """Mark dead every engine whose last beat was before `silent_since_ms`; returns all
-        engines marked dead whose claims may not all have been given back yet."""
+        """Mark dead every engine whose last beat was before `silent_since_ms`; returns the
+        registry as it then stands: the live engines, and those marked dead whose claims may
+        not all have been given back yet (`dead_at` set)."""
         table = engine_table.c
         with translate_errors(), self.store.db.begin() as conn:
             conn.execute(
@@ -69,7 +70,7 @@ class SqlEngineRegistry:
                 .where(table.dead_at.is_(None), table.heartbeat_at < silent_since_ms)
                 .values(dead_at=now_ms)
             )
-            rows = conn.execute(select(engine_table).where(table.dead_at.is_not(None))).all()
+            rows = conn.execute(select(engine_table).order_by(table.id)).all()
         return [_record(row) for row in rows]
 
     def live_engines(self) -> list[EngineRecord]:

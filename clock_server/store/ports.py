@@ -169,7 +169,7 @@ class EngineRegistry(Protocol):
 
     def declare_dead(self, silent_since_ms: int, now_ms: int) -> list[EngineRecord]:
         """Mark dead every engine silent since before `silent_since_ms`; returns every engine
-        marked dead and not yet removed."""
+        not yet removed, live or marked dead (`dead_at` set)."""
         ...
 
     def take_over(self, dead: EngineRecord, now_ms: int) -> Takeover:
