@@ -40,18 +40,22 @@ def _cpu_of(stat: list[str]) -> float:
     return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def children_cpu_s(parent_pid: int) -> float:
-    """CPU seconds used so far by the live child processes of `parent_pid`."""
+def children_cpu_s(parent_pid: int, module: str | None = None) -> float:
+    """CPU seconds used so far by the live child processes of `parent_pid`; with `module`,
+    of those running `python -m module` alone."""
     used = 0.0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = _stat_fields(entry.name)
+            if int(stat[1]) != parent_pid:
+                continue
+            if module is not None and module.encode() not in (entry / "cmdline").read_bytes():
+                continue
         except OSError:  # the process ended meanwhile
             continue
-        if int(stat[1]) == parent_pid:
-            used += _cpu_of(stat)
+        used += _cpu_of(stat)
     return used
 
 
@@ -180,7 +184,13 @@ class BenchServer:
     def web_cpu_s(self) -> float:
         """CPU time the web worker processes have used so far (none in a one-process server)."""
         assert self.process is not None
-        return children_cpu_s(self.process.pid)
+        return children_cpu_s(self.process.pid, "clock_server.runtime.web_process")
+
+    def planner_cpu_s(self) -> float:
+        """CPU time the schedules' planner process has used so far (none in a one-process
+        server, where the engine's process plans, nor where the web workers did)."""
+        assert self.process is not None
+        return children_cpu_s(self.process.pid, "clock_server.runtime.planner_process")
 
     def rung_rows(self, application: str) -> list[tuple[int, int, int | None, str]]:
         """(id, target_ring_at, rung_at, status) of every alarm of `application`."""

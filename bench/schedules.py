@@ -5,8 +5,8 @@
     python -m bench.schedules --schedules 10000 --seconds 30
     python -m bench.schedules --planner-only            # the planner alone, in this process
 
-The whole run: a fresh server (MariaDB, `--web-processes` web workers: 2, so that the
-workers plan, as in a deployment on MariaDB), `--schedules` schedules made
+The whole run: a fresh server (MariaDB, `--web-processes` web workers: 2, so that a planner
+process of its own plans, as in a deployment on MariaDB), `--schedules` schedules made
 through the API, about schedules/60 occurrences due each second (100,000: about 1,667):
 - `--calendar interval` (the default): schedule i rings `every_s` 60 from a `start_at`
   i/schedules of a minute past one anchor, so the occurrences are spread evenly over each
@@ -17,7 +17,8 @@ through the API, about schedules/60 occurrences due each second (100,000: about 
 After the planner has caught up (`--warmup` seconds), the occurrences due in a window of
 `--seconds` are measured: their lateness as received by a RabbitMQ consumer and as published
 (rung_at minus due, from the database), lost and twice-rung ones, and the CPU per occurrence
-of the server's engine process (which runs the planner), MariaDB and RabbitMQ. `--steady`
+of the server's engine process, its web workers, its planner process, MariaDB and RabbitMQ.
+`--steady`
 then runs bench's steady scenario at the same rate for the same seconds on a fresh server,
 so that the occurrences' figures stand beside one-off alarms' of the same sitting.
 
@@ -113,9 +114,9 @@ def run_whole(
         window_from = (int(time.time()) + 1) * 1000
         window_to = window_from + seconds * 1000
         time.sleep(max(window_from / 1000 - time.time(), 0))
-        before = cpu_snapshot(server, collector)
+        before = {**cpu_snapshot(server, collector), "planner": server.planner_cpu_s()}
         time.sleep(max(window_to / 1000 - time.time(), 0))
-        after = cpu_snapshot(server, collector)
+        after = {**cpu_snapshot(server, collector), "planner": server.planner_cpu_s()}
         time.sleep(3)  # the last ones' confirms and arrivals
         arrivals = collector.stop()
         rows = server.rung_rows(application)
