@@ -221,7 +221,7 @@ def main() -> None:
     parser.add_argument("--steady", action="store_true",
                         help="then one-off alarms at the same rate, for the same seconds")  # fmt: skip
     parser.add_argument("--web-processes", type=int, default=2,
-                        help="CLOCK_WEB_PROCESSES of the servers (with 2 or more, the web workers plan)")  # fmt: skip
+                        help="CLOCK_WEB_PROCESSES of the servers (with 2 or more, a planner process plans)")  # fmt: skip
     parser.add_argument("--bulk", action="store_true",
                         help="write the schedules straight into the table, not through the API")  # fmt: skip
     parser.add_argument("--planner-only", action="store_true")
