@@ -6,8 +6,9 @@
     python -m bench.run --only steady --steady-rates 10000
     python -m bench.run --only noisy,purge,console --tiny
 
-Besides the Results table's scenarios it runs the noisy neighbour (bench.noisy), the
-retention purge under load (bench.purge) and the console at scale (bench.console).
+Besides the Results table's scenarios it runs the knee (bench.knee: the highest steady rate
+with p99 within 25 ms, as a share of the publish limit), the noisy neighbour (bench.noisy),
+the retention purge under load (bench.purge) and the console at scale (bench.console).
 
 Writes bench/results/<stamp>.json and .md and docs/perf/lateness.png.
 """
@@ -28,20 +29,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import console, limits, noisy, purge, report, scenarios
+from bench import console, knee, limits, noisy, purge, report, scenarios
 from bench.stats import median_and_spread
 
 ROOT = Path(__file__).resolve().parent.parent
-FULL = {"steady_s": 60, "burst": 1_000_000, "scale_rows": 10_000_000, "create_s": 30,
+FULL = {"steady_s": 60, "knee_s": 20, "burst": 1_000_000, "scale_rows": 10_000_000, "create_s": 30,
         "batch_alarms": 200_000, "peer_steady_s": 60, "peer_burst": 100_000,
         "noisy_burst": 100_000, "purge_rows": 1_000_000, "console_rows": 10_000_000}  # fmt: skip
-QUICK = {"steady_s": 20, "burst": 100_000, "scale_rows": 1_000_000, "create_s": 10,
+QUICK = {"steady_s": 20, "knee_s": 10, "burst": 100_000, "scale_rows": 1_000_000, "create_s": 10,
          "batch_alarms": 50_000, "peer_steady_s": 20, "peer_burst": 20_000,
          "noisy_burst": 50_000, "purge_rows": 200_000, "console_rows": 1_000_000}  # fmt: skip
-TINY = {"steady_s": 5, "burst": 5_000, "scale_rows": 50_000, "create_s": 3,
+TINY = {"steady_s": 5, "knee_s": 3, "burst": 5_000, "scale_rows": 50_000, "create_s": 3,
         "batch_alarms": 5_000, "peer_steady_s": 5, "peer_burst": 2_000,
         "noisy_burst": 5_000, "purge_rows": 20_000, "console_rows": 50_000}  # fmt: skip
-SCENARIOS = ("limits", "steady", "burst", "scale", "create", "mixed", "peers", "clients",
+KNEE_P99_MS, KNEE_STEPS = 25, 5  # the bound of the knee's search, and the rates it tries
+SCENARIOS = ("limits", "steady", "knee", "burst", "scale", "create", "mixed", "peers", "clients",
              "noisy", "purge", "console")  # fmt: skip
 
 
@@ -121,6 +123,9 @@ def main() -> None:
         if 10_000 in rates:
             raw["steady_10000"] = repeat(runs, "steady 10,000/s", lambda: scenarios.steady_precreated(
                 workdir, 10_000, sizes["steady_s"], **server))  # fmt: skip
+    if "knee" in chosen:  # the highest steady rate within 25 ms, as a share of the limit
+        raw["knee"] = repeat(runs, "knee", lambda: knee.search(
+            workdir, KNEE_P99_MS, sizes["knee_s"], KNEE_STEPS, **server))  # fmt: skip
     if "burst" in chosen:
         raw["burst"] = repeat(
             runs, "burst", lambda: scenarios.burst(workdir, sizes["burst"], **server)
