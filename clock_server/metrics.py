@@ -118,7 +118,10 @@ class Metrics:
         self.minutes = MinuteTally()
         r = self.registry
         self.created = Counter(
-            "clock_alarms_created", "Alarms stored by the API", ["application"], registry=r
+            "clock_alarms_created",
+            "Alarms stored by the API, and schedules' occurrences made",
+            ["application"],
+            registry=r,
         )
         self.cancelled = Counter(
             "clock_alarms_cancelled",

@@ -25,7 +25,7 @@ class _Planner:
         self.calls += 1
         if self.calls <= self.fail_first:
             raise RuntimeError("the database went away")
-        return Planned(0, None, 0)
+        return Planned(0, None, 0, {})
 
 
 def test_a_failed_run_is_counted_and_the_next_run_goes_on():

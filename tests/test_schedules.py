@@ -22,6 +22,7 @@ from clock_server.store.schedules import SqlSchedules
 from clock_server.store.schema import schedule_table
 from clock_server.testing import SettableClock
 from tests.harness import ServiceHarness
+from tests.support import metric_value
 
 MIN = 60_000
 ONE = "/v1/schedules/orders/settle"
@@ -388,3 +389,16 @@ def test_two_creates_of_one_new_schedule_at_once_make_one(mariadb_store: AlarmSt
     made, created = schedules.change("orders", "race", now, first_insert_meanwhile)
     assert not created and made.payload == "p" and made.version == 1
     assert schedules.get("orders", "race").payload == "p"
+
+
+def test_occurrences_count_as_alarms_created(service: ServiceHarness):
+    """In clock_alarms_created and the per-minute statistics, as the API's creates do."""
+    put(service, cron="*/5 * * * *")
+    metrics = service.runtime.maintenance.metrics
+    labels = {"application": "orders"}
+    before = metric_value(metrics, "clock_alarms_created_total", labels)
+    metrics.minutes.take()  # what the API counted so far
+    at(service, ms("2026-12-01 10:05:00") - 20_000)
+    assert metric_value(metrics, "clock_alarms_created_total", labels) == before + 1
+    created = {app: counts.created for (_, app), counts in metrics.minutes.take().items()}
+    assert created == {"orders": 1}

@@ -5,7 +5,8 @@ and rings it as it does any alarm."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 
 from clock_server.store.ports import JobLease, OccurrencePlanner, Planned
 from clock_server.timesource import Clock
@@ -22,7 +23,8 @@ MAX_PASSES = 50
 
 class SchedulePlanner:
     """One run takes the job's lease, then plans the schedules due within `ahead_ms`;
-    `notify(due_ms)` wakes the engine for occurrences made inside its preloaded window."""
+    `notify(due_ms)` wakes the engine for occurrences made inside its preloaded window, and
+    `on_made(now_ms, by_application)` counts the occurrences as alarms created."""
 
     def __init__(
         self,
@@ -33,6 +35,7 @@ class SchedulePlanner:
         owner: str,
         ahead_ms: int,
         notify: Callable[[int], None] | None = None,
+        on_made: Callable[[int, Mapping[str, int]], None] | None = None,
         interval_s: float = PLAN_INTERVAL_S,
     ) -> None:
         self.planner = planner
@@ -41,6 +44,7 @@ class SchedulePlanner:
         self.owner = owner
         self.ahead_ms = ahead_ms
         self.notify = notify
+        self.on_made = on_made
         self.interval_s = interval_s
         # Another server takes over within two intervals of this one's last run.
         self.lease_ms = int(interval_s * 2 * 1000)
@@ -50,11 +54,12 @@ class SchedulePlanner:
         now_ms = self.clock.now_ms()
         if not self.lease.take(PLAN_JOB, self.owner, now_ms, now_ms + self.lease_ms):
             return None
-        made, earliest, schedules = 0, None, 0
+        made, earliest, schedules, by_application = 0, None, 0, Counter[str]()
         for _ in range(MAX_PASSES):
             step = self.planner.plan(self.clock.now_ms(), self.ahead_ms, SCHEDULES_PER_PASS)
             made += step.made
             schedules += step.schedules
+            by_application.update(step.by_application)
             if step.earliest is not None:
                 earliest = step.earliest if earliest is None else min(earliest, step.earliest)
                 if self.notify is not None:
@@ -64,4 +69,6 @@ class SchedulePlanner:
         if made:
             log.debug("made %d occurrences of %d schedules", made, schedules,
                       extra={"action": "occurrences_made", "made": made})  # fmt: skip
-        return Planned(made, earliest, schedules)
+            if self.on_made is not None:
+                self.on_made(now_ms, by_application)
+        return Planned(made, earliest, schedules, by_application)

@@ -4,7 +4,7 @@ engine's by `build_engine` and the API's by `build_api`; nothing starts here."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -257,7 +257,7 @@ def build_maintenance(
     # With web workers, they plan the schedules (runtime/planner_thread.py).
     planner = None
     if settings.web_processes <= 1:
-        planner = build_planner(settings, store, clock, notify, owner=settings.instance_id)
+        planner = build_planner(settings, store, clock, metrics, notify, settings.instance_id)
     return Maintenance(
         store,
         clock,
@@ -274,11 +274,18 @@ def build_planner(
     settings: Settings,
     store: AlarmStore,
     clock: Clock,
+    metrics: Metrics,
     notify: Callable[[int], None] | None,
     owner: str,
 ) -> SchedulePlanner:
     """The schedules' planner, waking the engine with `notify` for occurrences made inside
-    its preloaded window; `owner` names it in the job's lease."""
+    its preloaded window and counting them as alarms created (`clock_alarms_created`, the
+    per-minute statistics) in `metrics`; `owner` names it in the job's lease."""
+
+    def made(now_ms: int, by_application: Mapping[str, int]) -> None:
+        metrics.count(metrics.created, by_application)
+        metrics.minutes.created(now_ms, by_application)
+
     return SchedulePlanner(
         SqlSchedules(store),
         SqlJobLease(store),
@@ -286,6 +293,7 @@ def build_planner(
         owner=owner,
         ahead_ms=plan_ahead_ms(settings),
         notify=notify,
+        on_made=made,
     )
 
 

@@ -19,6 +19,7 @@ import sys
 import threading
 
 from clock_server.engine.alarm_engine import wake_horizon_ms
+from clock_server.engine.stats_writer import StatsWriter
 from clock_server.metrics import Metrics
 from clock_server.runtime.build import build_planner
 from clock_server.runtime.ipc import PipeNotifier
@@ -29,12 +30,13 @@ from clock_server.runtime.signals import ShutdownSignals
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import open_database
+from clock_server.store.minute_stats import SqlMinuteStats
 from clock_server.timesource import SystemClock
 
 log = logging.getLogger(__name__)
 
 REPORT_INTERVAL_S = 1.0  # how often its CPU and memory are written into the metrics
-POOL_SIZE = 2  # a pass and the lease's renewal
+POOL_SIZE = 2  # a pass, and the statistics' writes
 
 
 def main() -> int:
@@ -50,19 +52,22 @@ def main() -> int:
     metrics = Metrics()
     owner = f"{settings.instance_id}/planner-{os.getpid()}"
     planner = PlannerThread(
-        build_planner(settings, store, clock, notifier.notify_due, owner),
+        build_planner(settings, store, clock, metrics, notifier.notify_due, owner),
         clock,
         on_error=lambda: metrics.loop_error("schedule_planner"),
     )
+    stats = StatsWriter(metrics.minutes, SqlMinuteStats(store), clock)  # the occurrences made
     freeze_startup_objects()
     stopping = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; Ctrl-C reaches it
     with ShutdownSignals(settings.shutdown_timeout_s, stopping.set, (signal.SIGTERM,)) as signals:
+        stats.start()
         planner.start()
         log.info("schedule planner started as %s", owner, extra={"action": "planner_started"})
         while not stopping.wait(REPORT_INTERVAL_S):
             metrics.record_process("planner")
         planner.stop(signals.deadline_or_new().remaining_s())
+        stats.stop(min(signals.deadline_or_new().remaining_s(), 1.0))
         store.close()
     return 0
 

@@ -278,12 +278,14 @@ class MinuteStatsSink(Protocol):
 
 
 class Planned(NamedTuple):
-    """What one planner pass made: how many occurrences, the earliest of them, and how many
-    schedules it read (as many as it may read: there may be more)."""
+    """What one planner pass made: how many occurrences, the earliest of them, how many
+    schedules it read (as many as it may read: there may be more), and the occurrences by
+    application."""
 
     made: int
     earliest: int | None
     schedules: int
+    by_application: Mapping[str, int]
 
 
 class OccurrencePlanner(Protocol):

@@ -18,6 +18,7 @@ is why an occurrence never rings twice, across a schedule's own update too.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -325,7 +326,7 @@ class SqlSchedules:
                 conn.execute(insert(alarm_table).prefix_with(ignore), made)
             for application, next_at in _by_application(moved).items():
                 conn.execute(*_move_next_at(application, next_at))
-        return Planned(len(made), earliest, len(rows))
+        return Planned(len(made), earliest, len(rows), Counter(r["application"] for r in made))
 
     def _forget_ahead(
         self, conn: Connection, application: str, schedule_id: str, now_ms: int
