@@ -186,12 +186,6 @@ class BenchServer:
         assert self.process is not None
         return children_cpu_s(self.process.pid, "clock_server.runtime.web_process")
 
-    def planner_cpu_s(self) -> float:
-        """CPU time the schedules' planner process has used so far (none in a one-process
-        server, where the engine's process plans, nor where the web workers did)."""
-        assert self.process is not None
-        return children_cpu_s(self.process.pid, "clock_server.runtime.planner_process")
-
     def rung_rows(self, application: str) -> list[tuple[int, int, int | None, str]]:
         """(id, target_ring_at, rung_at, status) of every alarm of `application`."""
         engine = create_engine(self.database_url)

@@ -5,8 +5,8 @@
     python -m bench.schedules --schedules 10000 --seconds 30
     python -m bench.schedules --planner-only            # the planner alone, in this process
 
-The whole run: a fresh server (MariaDB, `--web-processes` web workers: 2, so that a planner
-process of its own plans, as in a deployment on MariaDB), `--schedules` schedules made
+The whole run: a fresh server (MariaDB, `--web-processes` web workers: 2, so that the
+workers plan, as in a deployment on MariaDB), `--schedules` schedules made
 through the API, about schedules/60 occurrences due each second (100,000: about 1,667):
 - `--calendar interval` (the default): schedule i rings `every_s` 60 from a `start_at`
   i/schedules of a minute past one anchor, so the occurrences are spread evenly over each
@@ -17,7 +17,7 @@ through the API, about schedules/60 occurrences due each second (100,000: about 
 After the planner has caught up (`--warmup` seconds), the occurrences due in a window of
 `--seconds` are measured: their lateness as received by a RabbitMQ consumer and as published
 (rung_at minus due, from the database), lost and twice-rung ones, and the CPU per occurrence
-of the server's engine process, its web workers, its planner process, MariaDB and RabbitMQ.
+of the server's engine process, its web workers (which plan), MariaDB and RabbitMQ.
 `--steady`
 then runs bench's steady scenario at the same rate for the same seconds on a fresh server,
 so that the occurrences' figures stand beside one-off alarms' of the same sitting.
@@ -114,9 +114,9 @@ def run_whole(
         window_from = (int(time.time()) + 1) * 1000
         window_to = window_from + seconds * 1000
         time.sleep(max(window_from / 1000 - time.time(), 0))
-        before = {**cpu_snapshot(server, collector), "planner": server.planner_cpu_s()}
+        before = cpu_snapshot(server, collector)
         time.sleep(max(window_to / 1000 - time.time(), 0))
-        after = {**cpu_snapshot(server, collector), "planner": server.planner_cpu_s()}
+        after = cpu_snapshot(server, collector)
         time.sleep(3)  # the last ones' confirms and arrivals
         arrivals = collector.stop()
         rows = server.rung_rows(application)
@@ -221,7 +221,7 @@ def main() -> None:
     parser.add_argument("--steady", action="store_true",
                         help="then one-off alarms at the same rate, for the same seconds")  # fmt: skip
     parser.add_argument("--web-processes", type=int, default=2,
-                        help="CLOCK_WEB_PROCESSES of the servers (with 2 or more, a planner process plans)")  # fmt: skip
+                        help="CLOCK_WEB_PROCESSES of the servers (with 2 or more, the web workers plan)")  # fmt: skip
     parser.add_argument("--bulk", action="store_true",
                         help="write the schedules straight into the table, not through the API")  # fmt: skip
     parser.add_argument("--planner-only", action="store_true")

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import requests
@@ -62,8 +59,8 @@ def test_an_alarm_created_over_http_arrives_on_time(cluster: Cluster, web_proces
 def test_a_schedule_rings_each_occurrence_once_whichever_process_plans_it(
     cluster: Cluster, web_processes: str
 ):
-    # One process: its maintenance plans. With web workers, a planner process of their
-    # supervisor does (runtime/planner_process.py), and wakes the engine through their pipe.
+    # One process: its maintenance plans. Web workers: they do, and the engine's process
+    # does not (runtime/planner_thread.py); their pipe wakes the engine for what they make.
     server = cluster.server("planned", CLOCK_WEB_PROCESSES=web_processes).start()
     response = requests.put(
         f"{server.base_url}/v1/schedules/{cluster.application}/tick",
@@ -79,38 +76,6 @@ def test_a_schedule_rings_each_occurrence_once_whichever_process_plans_it(
     for delivery in deliveries:
         assert delivery.body["payload"] == "tick"
         assert delivery.received_ms >= delivery.body["target_ring_at"], "rang early"
-
-
-def children_running(parent_pid: int, module: str) -> list[int]:
-    """The pids of the processes `parent_pid` started that run `python -m module`."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
-        except OSError:  # gone meanwhile
-            continue
-        if int(fields[1]) == parent_pid and module.encode() in cmdline:
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def test_a_planner_process_that_dies_is_replaced_and_the_schedule_rings_on(cluster: Cluster):
-    server = cluster.server("replanned", CLOCK_WEB_PROCESSES="2").start()
-    assert server.process is not None
-    module = "clock_server.runtime.planner_process"
-    eventually(lambda: len(children_running(server.process.pid, module)) == 1, 10, 0.05)
-    [first] = children_running(server.process.pid, module)
-    os.kill(first, signal.SIGKILL)
-    eventually(lambda: children_running(server.process.pid, module) not in ([], [first]), 10, 0.05)
-    response = requests.put(
-        f"{server.base_url}/v1/schedules/{cluster.application}/tock",
-        json={"every_s": 1, "payload": "tock"},
-        timeout=5,
-    )
-    assert response.status_code == 201, response.text
-    cluster.collector.wait_for(2, 15, "the replacement planner made no occurrence")
-    assert "planner_restarted" in server.log_path.read_text()
 
 
 @pytest.mark.parametrize("web_processes", ["1", "2"])
@@ -172,7 +137,7 @@ def test_sigterm_hands_every_claim_back(cluster: Cluster, web_processes: str):
         ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True
     )
     workers = [int(pid) for pid in children.stdout.split()]
-    assert len(workers) == (0 if web_processes == "1" else 3)  # two workers and the planner
+    assert len(workers) == (0 if web_processes == "1" else 2)
     started = time.monotonic()
     assert server.terminate(timeout_s=15) == 0
     assert time.monotonic() - started < 10
@@ -182,20 +147,20 @@ def test_sigterm_hands_every_claim_back(cluster: Cluster, web_processes: str):
     assert all(row.status == "pending" for row in rows)
 
 
-def test_web_workers_and_the_planner_stop_when_their_supervisor_is_killed(cluster: Cluster):
+def test_web_workers_stop_when_their_supervisor_is_killed(cluster: Cluster):
     server = cluster.server("brief", CLOCK_WEB_PROCESSES="2").start()
     assert server.process is not None
     children = subprocess.run(
         ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True
     )
-    pids = [int(pid) for pid in children.stdout.split()]
-    assert len(pids) == 3  # two workers and the planner
+    workers = [int(pid) for pid in children.stdout.split()]
+    assert len(workers) == 2
     server.kill()
     eventually(
-        lambda: not any(running(pid) for pid in pids),
+        lambda: not any(running(pid) for pid in workers),
         5,
         0.05,
-        "a child process outlived its supervisor",
+        "web workers outlived their supervisor",
     )
 
 

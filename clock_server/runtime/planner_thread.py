@@ -1,8 +1,11 @@
-"""The schedules' planner on a thread: run every `interval_s`, a failed run counted.
+"""The schedules' planner in a web worker, on a thread of its own.
 
-With CLOCK_WEB_PROCESSES > 1 it runs in the supervisor's planner process
-(runtime/planner_process.py); with one process, the engine's maintenance runs the planner
-instead.
+With CLOCK_WEB_PROCESSES > 1 the web workers plan the schedules, not the engine's process:
+there a planner's pass (about 200 µs of the interpreter per occurrence) held the lock the
+ring path's threads need, and at 1,667 occurrences a second they rang several times as late
+as one-off alarms at that rate. A worker runs niced, so the engine goes first when the
+machine is full. Each worker tries every run; the job's lease lets one at a time plan,
+across workers and servers alike.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class PlannerThread:
     def run_once(self) -> None:
         try:
             self.planner.run()
-        except Exception:  # the next run tries again
+        except Exception:  # the next run tries again; a worker's API keeps serving
             log.exception("the schedule planner failed", extra={"action": "maintenance_error"})
             if self.on_error is not None:
                 self.on_error()

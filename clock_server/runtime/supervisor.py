@@ -5,10 +5,8 @@ thread and one process serves about a thousand creates a second. With CLOCK_WEB_
 this process keeps the engine (claims, ring, broker) and starts that many web workers, each
 on its own listening socket of the same port (SO_REUSEPORT, so that the kernel spreads new
 connections over them; one shared socket elsewhere); workers wake the engine through a pipe and
-read the broker's health and the engine's loops from a status file. Beside them runs the
-schedules' planner, in a process of its own (planner_process), which wakes the engine
-through the same pipe. SIGHUP is passed on to the workers, each of which reads
-CLOCK_TOKENS_FILE again (token_reload).
+read the broker's health and the engine's loops from a status file. SIGHUP is passed on to
+the workers, each of which reads CLOCK_TOKENS_FILE again (token_reload).
 """
 
 from __future__ import annotations
@@ -40,15 +38,13 @@ STATUS_INTERVAL_S = 0.5
 
 
 class Supervisor:
-    """Starts the engine, the web workers and the planner; restarts a child that dies; stops
-    everything."""
+    """Starts the engine and the web workers, restarts a worker that dies, stops everything."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.workdir = Path(tempfile.mkdtemp(prefix="clock-"))
         self.status = EngineStatusFile(self.workdir / "status", SystemClock())
         self.workers: list[subprocess.Popen[bytes]] = []
-        self.planner: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
 
     def run(self) -> None:
@@ -67,7 +63,6 @@ class Supervisor:
                     NotifyListener(read_fd, runtime.engine.notify_due).start()
                 self._report(runtime)
                 self.workers = [self._spawn(listener, write_fd) for listener in listeners]
-                self.planner = self._spawn_planner(write_fd)
                 log.info("serving on http://%s:%s with %d web processes", self.settings.host,
                          listeners[0].getsockname()[1], len(self.workers),
                          extra={"action": "server_ready"})  # fmt: skip
@@ -78,21 +73,19 @@ class Supervisor:
     def _stop(
         self, runtime: Runtime, deadline: Deadline, listeners: list[socket.socket], write_fd: int
     ) -> None:
-        """The workers drain their requests and the planner ends its pass while the engine
-        stops; all by `deadline`."""
-        children = [*self.workers, *([self.planner] if self.planner is not None else [])]
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
+        """The workers drain their requests while the engine stops; all by `deadline`."""
+        for worker in self.workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
         runtime.stop(deadline)
-        for child in children:
+        for worker in self.workers:
             try:
-                child.wait(deadline.remaining_s())
+                worker.wait(deadline.remaining_s())
             except subprocess.TimeoutExpired:
-                log.error("child process %d did not stop in time; killing it", child.pid,
+                log.error("web worker %d did not stop in time; killing it", worker.pid,
                           extra={"action": "worker_killed"})  # fmt: skip
-                child.kill()
-                child.wait()
+                worker.kill()
+                worker.wait()
         for listener in listeners:
             listener.close()
         os.close(write_fd)
@@ -124,18 +117,6 @@ class Supervisor:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
-    def _spawn_planner(self, write_fd: int) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "CLOCK_WORKER_NOTIFY_FD": str(write_fd),
-            "CLOCK_WORKER_SUPERVISOR_PID": str(os.getpid()),
-        }
-        return subprocess.Popen(
-            [sys.executable, "-m", "clock_server.runtime.planner_process"],
-            env=env,
-            pass_fds=(write_fd,),
-        )
-
     def _report(self, runtime: Runtime) -> None:
         """Refresh the status file the workers read for /healthz and /livez, and this
         process's CPU and memory in the metrics they serve."""
@@ -154,9 +135,3 @@ class Supervisor:
                               worker.returncode, extra={"action": "worker_restarted"})  # fmt: skip
                     # its socket, and the connections waiting in it, go to its successor
                     self.workers[index] = self._spawn(listeners[index], write_fd)
-            if self.planner is not None and self.planner.poll() is not None:
-                forget_process(self.planner.pid)
-                log.error("the schedule planner %d exited with %s; starting another",
-                          self.planner.pid, self.planner.returncode,
-                          extra={"action": "planner_restarted"})  # fmt: skip
-                self.planner = self._spawn_planner(write_fd)
