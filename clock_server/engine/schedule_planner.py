@@ -14,7 +14,7 @@ from clock_server.timesource import Clock
 log = logging.getLogger(__name__)
 
 PLAN_JOB = "plan_schedules"
-PLAN_INTERVAL_S = 1.0
+PLAN_INTERVAL_S = 0.2
 # Schedules planned in one transaction; a pass that read as many goes on at once.
 SCHEDULES_PER_PASS = 200
 # Passes one run makes at most; what is left goes with the next run, a second later.
