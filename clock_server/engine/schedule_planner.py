@@ -1,6 +1,9 @@
 """Making the schedules' occurrences alarms, by the server holding the job's lease, every
-second: each occurrence is in the table `ahead_ms` before it is due, so the engine claims
-and rings it as it does any alarm."""
+200 ms: each occurrence is in the table `ahead_ms` before it is due, so the engine claims
+and rings it as it does any alarm. Every 200 ms and not every second, so that 1,667
+occurrences a second are made a fifth at a time: made all at once, a second's worth held
+a web worker's and MariaDB's share of the cores for about 230 ms, and the deliveries beside
+it were later (docs/perf/findings.md, 2026-12-02)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ PLAN_JOB = "plan_schedules"
 PLAN_INTERVAL_S = 0.2
 # Schedules planned in one transaction; a pass that read as many goes on at once.
 SCHEDULES_PER_PASS = 200
-# Passes one run makes at most; what is left goes with the next run, a second later.
+# Passes one run makes at most; what is left goes with the next run.
 MAX_PASSES = 50
 
 
