@@ -63,20 +63,25 @@ def _calendar(kind: str, i: int, count: int, anchor_ms: int) -> dict[str, Any]:
     """Schedule i of `count`: its calendar, due once a minute."""
     if kind == "cron":
         return {"cron": f"{i % 60} * * * * *"}
-    return {"every_s": 60, "start_at": anchor_ms + i * 60_000 // count}
+    return {"every_s": 60, "start_at": _first_at(kind, i, count, anchor_ms)}
+
+
+def _first_at(kind: str, i: int, count: int, anchor_ms: int) -> int:
+    """Schedule i's first occurrence from the minute boundary `anchor_ms`: its second of the
+    minute for a cron, its `start_at` for an interval."""
+    if kind == "cron":
+        return anchor_ms + (i % 60) * 1000
+    return anchor_ms + i * 60_000 // count
 
 
 def _due_in(kind: str, i: int, count: int, anchor_ms: int, window: range) -> int:
-    """How many occurrences of schedule i fall in [window.start, window.stop) (ms). None
-    comes before its first: the anchor for a cron, its `start_at` for an interval (a window
-    that opened before the anchor, the bulk writes having begun late in a minute, would
-    otherwise expect occurrences that never were)."""
-    if kind == "cron":
-        seconds = range(max(window.start, anchor_ms) // 1000, window.stop // 1000)
-        return sum(1 for s in seconds if s % 60 == i % 60)
-    start_at = anchor_ms + i * 60_000 // count
-    start = max(window.start, start_at)
-    first = start - (start - start_at) % 60_000
+    """How many occurrences of schedule i, once a minute from its first, fall in
+    [window.start, window.stop) (ms). None before its first: a window that opened before
+    the anchor (the bulk writes having begun late in a minute) would otherwise expect
+    occurrences that never were."""
+    first_at = _first_at(kind, i, count, anchor_ms)
+    start = max(window.start, first_at)
+    first = start - (start - first_at) % 60_000
     first += 60_000 if first < start else 0
     return len(range(first, window.stop, 60_000))
 
@@ -154,7 +159,7 @@ def _write_all(conn: Connection, application: str, count: int, kind: str, start_
     rows = []
     for i in range(count):
         calendar = _calendar(kind, i, count, start_ms)
-        first = calendar.get("start_at", start_ms + (i % 60) * 1000)
+        first = _first_at(kind, i, count, start_ms)
         rows.append({"a": application, "s": f"s{i}", "c": calendar.get("cron"),
                      "e": calendar.get("every_s"), "st": calendar.get("start_at", 0),
                      "n": first, "p": f"schedule {i}"})  # fmt: skip

@@ -222,9 +222,8 @@ def build_maintenance(
     notify: Callable[[int], None] | None = None,
 ) -> Maintenance:
     """The periodic jobs: the backlog gauge, the requeue and the sweep of pull messages,
-    the schedules' planner (waking this server's engine with `notify`; the web workers' when
-    there are any), the retention purge,
-    the statistics' purge."""
+    the schedules' planner with one process (waking this server's engine with `notify`; web
+    workers plan instead when there are any), the retention purge, the statistics' purge."""
     purge = RetentionPurge(
         SqlFinishedAlarmPurger(store),
         SqlJobLease(store),
