@@ -265,6 +265,13 @@ class Metrics:
             registry=r,
             multiprocess_mode="livemax",
         )
+        self.slots_owned = Gauge(
+            "clock_engine_slots",
+            "Slots this server's engine owns and claims from, of the 1,024 the engines share "
+            "(its share of the work: clock_alarms_rung counts what it rang)",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.heap_size = Gauge(
             "clock_heap_size",
             "Claimed alarms held in memory",

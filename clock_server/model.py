@@ -184,6 +184,7 @@ class Claim(NamedTuple):
     id: int
     version: int
     application: str = ""  # whose it is: the heap shares a backlog between applications
+    slot: int = 0  # where it lies in the slots (clock_server.slot_space)
 
 
 class RingRow(NamedTuple):
@@ -266,6 +267,8 @@ class EngineRecord:
     heartbeat_at: int
     lease_ms: int
     dead_at: int | None  # set once another engine found it silent
+    slot_from: int = 0  # the slots it owned at its last beat: slot_from up to slot_to
+    slot_to: int = 0
 
 
 @dataclass(frozen=True, slots=True)

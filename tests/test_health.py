@@ -22,6 +22,7 @@ from clock_server.runtime.build_api import build_services
 from clock_server.runtime.build_engine import build_engine
 from clock_server.runtime.ipc import STATUS_LOOP, EngineStatusFile
 from clock_server.settings import Settings
+from clock_server.slot_space import ALL_SLOTS, SlotRange
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.db import open_database
@@ -183,11 +184,11 @@ class HangingRegistry(SqlEngineRegistry):
         self.hanging = threading.Event()
         self.release = threading.Event()
 
-    def heartbeat(self, engine_id: int, now_ms: int) -> bool:
+    def heartbeat(self, engine_id: int, now_ms: int, slots: SlotRange = ALL_SLOTS) -> bool:
         if self.hang.is_set():
             self.hanging.set()
             self.release.wait(10)
-        return super().heartbeat(engine_id, now_ms)
+        return super().heartbeat(engine_id, now_ms, slots)
 
 
 @pytest.fixture

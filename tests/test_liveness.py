@@ -12,6 +12,7 @@ from clock_server.errors import Unavailable
 from clock_server.model import Claim, NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
+from clock_server.slot_space import ALL_SLOTS, SlotRange
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.ports import ClaimStore
@@ -129,10 +130,10 @@ class CutOffRegistry(SqlEngineRegistry):
 
     cut = False
 
-    def heartbeat(self, engine_id: int, now_ms: int) -> bool:
+    def heartbeat(self, engine_id: int, now_ms: int, slots: SlotRange = ALL_SLOTS) -> bool:
         if self.cut:
             raise Unavailable("database unavailable: cut off")
-        return super().heartbeat(engine_id, now_ms)
+        return super().heartbeat(engine_id, now_ms, slots)
 
 
 def test_an_engine_whose_beats_failed_gives_the_others_time_to_beat_before_judging(

@@ -14,6 +14,7 @@ from clock_server.engine.loop import StepLoop
 from clock_server.model import Claim, NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
+from clock_server.slot_space import ALL_SLOTS, SlotRange
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.testing import InMemoryPublisher, SettableClock
@@ -39,6 +40,7 @@ class RecordingClaims(SqlClaimStore):
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
+        slots: SlotRange = ALL_SLOTS,
     ) -> list[Claim]:
         self.floors.append(from_ms)
         return super().claim_due(
@@ -49,6 +51,7 @@ class RecordingClaims(SqlClaimStore):
             from_ms=from_ms,
             owner=owner,
             application=application,
+            slots=slots,
         )
 
 

@@ -12,14 +12,16 @@ from sortedcontainers import SortedList
 
 from clock_server.engine.dispatch import HeapView, Horizons, fair_shares
 from clock_server.model import Claim
+from clock_server.slot_space import SlotRange
 
 # A claim is held as a plain tuple of its fields, in Claim's order: the garbage collector stops
 # tracking a plain tuple of numbers and strings the first time it looks at it, but follows a
 # NamedTuple on every pass, and a heap of 100,000 claims made each full pass of the collector
 # pause the engine's threads for tens of milliseconds (finding 47).
-_Held = tuple[int, int, int, str]
+_Held = tuple[int, int, int, str, int]
 _DUE: Final = 0
 _APP: Final = 3
+_SLOT: Final = 4
 _as_claims = Claim._make
 
 
@@ -142,6 +144,20 @@ class ClaimHeap:
                 taken.extend(share)
         return _claims(taken)
 
+    def take_outside(self, slots: SlotRange, due_after_ms: int) -> list[Claim]:
+        """Remove and return the claims due after `due_after_ms` whose slot is not in `slots`:
+        this engine no longer owns them (a walk of the whole heap, when engines come or go)."""
+        with self._lock:
+            moved = [
+                held
+                for held in self._items
+                if held[_DUE] > due_after_ms and not slots.holds(held[_SLOT])
+            ]
+            for held in moved:
+                self._items.remove(held)
+                self._forget(held)
+        return _claims(moved)
+
     def drain(self) -> list[Claim]:
         """Remove and return everything (at shutdown, to hand the claims back)."""
         with self._lock:
@@ -186,4 +202,4 @@ class ClaimHeap:
 
 def _bound(now_ms: int) -> _Held:
     """Sorts after every claim due at or before `now_ms`."""
-    return (now_ms, 2**63, 2**63, "")
+    return (now_ms, 2**63, 2**63, "", 0)

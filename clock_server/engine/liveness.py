@@ -7,6 +7,12 @@ their lease. The row versions fence a dead engine that was only stalled: a claim
 changes its version, so the stalled engine's ring batch no longer finds it live. When the
 stalled engine beats again it learns it was declared dead, drops what it held and joins
 again under a new id.
+
+The same step keeps this engine's share of the slots (engine.slot_shares) in line with the
+registry. When engines come or go, an engine that lost slots gives back its claims of them
+due more than a heartbeat from now, and one that gained slots takes the first tries of them
+that other engines hold, due as far off. The claims due sooner ring where they are, so no
+alarm waits while the engines' views of the registry differ by up to a heartbeat.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ import threading
 from collections.abc import Callable, Iterator
 
 from clock_server.engine.heap import ClaimHeap
+from clock_server.engine.slot_shares import SlotShare, share_of
 from clock_server.metrics import Metrics
 from clock_server.model import Claim, EngineRecord
+from clock_server.slot_space import SLOTS
 from clock_server.store.ports import ClaimStore, EngineRegistry
 from clock_server.timesource import Clock
 
@@ -42,6 +50,7 @@ class Liveness:
         heartbeat_s: float,
         dead_after_s: float,
         on_claims_returned: Callable[[], None],
+        share: SlotShare | None = None,
     ) -> None:
         self.registry = registry
         self.claims = claims
@@ -53,6 +62,7 @@ class Liveness:
         self.heartbeat_s = heartbeat_s
         self.dead_after_ms = int(dead_after_s * 1000)
         self.on_claims_returned = on_claims_returned
+        self.share = share or SlotShare()
         self.engine_id: int | None = None  # the registry id this engine's claims carry
         self._id_lock = threading.Lock()  # held while claiming under the id and changing it
         # When this engine may judge others again; None while its own beats fail.
@@ -95,12 +105,46 @@ class Liveness:
             # engine): the others need a chance to beat again before they are taken for dead.
             self._judges_from_ms = now_ms + self.dead_after_ms // 2
         if now_ms < self._judges_from_ms:
+            self._keep_share(self.registry.live_engines(), now_ms)
             return self.heartbeat_s
         engines = self.registry.declare_dead(now_ms - self.dead_after_ms, now_ms)
         for record in engines:
             if record.dead_at is not None and record.id != self.engine_id:
                 self._take_over(record, now_ms)
+        self._keep_share(engines, now_ms)
         return self._until_next_step(engines, now_ms)
+
+    def _keep_share(self, engines: list[EngineRecord], now_ms: int) -> None:
+        """Own this engine's share of the slots among the live `engines`; when it changed,
+        give back or take the claims that moved, those due after a heartbeat from now."""
+        if self.engine_id is None:
+            return
+        live = [record.id for record in engines if record.dead_at is None]
+        new = share_of(self.engine_id, live)
+        old = self.share.move_to(new)
+        self.metrics.slots_owned.set(new.size)
+        if old is None:
+            return
+        handover_ms = now_ms + int(self.heartbeat_s * 1000)
+        lost = self.heap.take_outside(new, handover_ms)
+        given = self.claims.release(lost, now_ms) if lost else 0
+        taken = self.registry.take_slots(new, self.engine_id, handover_ms, now_ms)
+        self.metrics.heap_size.set(len(self.heap))
+        self.on_claims_returned()  # claim from the new range at once
+        log.info(
+            "engine %s owns slots %d-%d of %d, one of %d live engines; was %d-%d: gave back %d "
+            "claims, took %d",
+            self.instance_id,
+            new.start,
+            new.stop - 1,
+            SLOTS,
+            len({*live, self.engine_id}),
+            old.start,
+            old.stop - 1,
+            given,
+            taken,
+            extra={"action": "slots_moved"},
+        )
 
     def _until_next_step(self, engines: list[EngineRecord], now_ms: int) -> float:
         """The next beat, or sooner the moment another engine's silence passes dead_after:
@@ -127,7 +171,7 @@ class Liveness:
     def _beat(self, now_ms: int) -> None:
         if self.engine_id is None:
             self.join()
-        elif not self.registry.heartbeat(self.engine_id, now_ms):
+        elif not self.registry.heartbeat(self.engine_id, now_ms, self.share.current()):
             self._rejoin(now_ms)
 
     def _rejoin(self, now_ms: int) -> None:

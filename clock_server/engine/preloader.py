@@ -12,6 +12,7 @@ from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.loop import Waker
 from clock_server.metrics import Metrics
 from clock_server.model import Claim
+from clock_server.slot_space import ALL_SLOTS, SlotRange
 from clock_server.store.ports import ClaimStore
 from clock_server.timesource import Clock
 
@@ -46,14 +47,16 @@ class Preloader:
         metrics: Metrics,
         claiming: Callable[[], contextlib.AbstractContextManager[int]],
         *,
+        slots: Callable[[], SlotRange] = lambda: ALL_SLOTS,
         window_ms: int,
         interval_s: float,
         lease_ms: int,
         batch: int,
         backlog_ms: int = 100,
     ) -> None:
-        """`backlog_ms`: `RingTuning.backlog_ms`."""
+        """`backlog_ms`: `RingTuning.backlog_ms`; `slots`: the slots this engine owns now."""
         self.claims = claims
+        self.slots = slots
         self.backlog_ms = backlog_ms
         self.heap = heap
         self.clock = clock
@@ -101,8 +104,9 @@ class Preloader:
         lease_until_ms = now_ms + self.lease_ms
         with self.claiming() as owner:
             claimed = self.claims.claim_due(
-                horizon_ms, lease_until_ms, limit, now_ms=now_ms, from_ms=from_ms, owner=owner
-            )
+                horizon_ms, lease_until_ms, limit, now_ms=now_ms, from_ms=from_ms, owner=owner,
+                slots=self.slots(),
+            )  # fmt: skip
             if claimed:
                 self._hold(claimed, now_ms)
         if len(claimed) < limit:
@@ -136,7 +140,8 @@ class Preloader:
 
     def _share(self, now_ms: int, horizon_ms: int) -> None:
         held = self.heap.held_per_application()
-        due = self.claims.due_applications(horizon_ms)
+        slots = self.slots()
+        due = self.claims.due_applications(horizon_ms, slots)
         if not due:
             return
         equal = self.heap.capacity // len(held.keys() | due.keys())
@@ -149,7 +154,7 @@ class Preloader:
             for application, room in wanting.items():
                 claimed = self.claims.claim_due(
                     horizon_ms, lease_until_ms, min(each, room), owner=owner,
-                    application=application, now_ms=now_ms,
+                    application=application, now_ms=now_ms, slots=slots,
                 )  # fmt: skip
                 if claimed:
                     self._hold(claimed, now_ms, shared=True)

@@ -24,6 +24,7 @@ from clock_server.engine.outcomes import Outcomes
 from clock_server.engine.preloader import Preloader
 from clock_server.engine.ring_batch import BatchRinger
 from clock_server.engine.ringer import Ringer
+from clock_server.engine.slot_shares import SlotShare
 from clock_server.engine.tuning import RingTuning
 from clock_server.engine.webhook_recorder import WebhookRecorder
 from clock_server.engine.webhooks import WebhookDispatcher
@@ -129,6 +130,7 @@ def engine_of(
     """The engine's parts around one heap, reaching outside only through `ports`."""
     tuning = RingTuning.from_settings(settings)
     heap = ClaimHeap(settings.heap_size)
+    share = SlotShare()
     wakers = Wakers(*(Waker(clock) for _ in range(5)))
 
     def claims_returned() -> None:
@@ -148,6 +150,7 @@ def engine_of(
         heartbeat_s=settings.heartbeat_s,
         dead_after_s=settings.engine_dead_after_s,
         on_claims_returned=claims_returned,
+        share=share,
     )
     preloader = Preloader(
         ports.claims,
@@ -161,6 +164,7 @@ def engine_of(
         lease_ms=settings.lease_ms,
         batch=settings.claim_batch,
         backlog_ms=tuning.backlog_ms,
+        slots=share.current,
     )
     retry = RetryPolicy(
         base_ms=int(settings.retry_base_s * 1000),

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Row
 
 from clock_server.model import PENDING, Alarm, NewAlarm
+from clock_server.slot_space import slot_of
 
 
 def alarm_from_row(row: Row) -> Alarm:
@@ -65,6 +66,7 @@ def insert_values(new: NewAlarm, now_ms: int) -> dict[str, Any]:
         "update_time": now_ms,
         "created_by": new.created_by,
         "ring_after_count": new.ring_after_count,
+        "slot": slot_of(new.application, new.business_id),
     }
 
 

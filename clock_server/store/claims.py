@@ -18,13 +18,14 @@ from clock_server.model import (
     Claim,
     RingRow,
 )
+from clock_server.slot_space import ALL_SLOTS, SlotRange
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import Capabilities, open_ahead
 from clock_server.store.dead_letters import DeadLetterRows
 from clock_server.store.events import RingEvents
 from clock_server.store.row_locks import lock_ring_rows_sql
 from clock_server.store.schema import alarm_table
-from clock_server.store.sql import chunks, id_list, translate_errors
+from clock_server.store.sql import chunks, id_list, slot_filter, translate_errors
 
 _ID_CHUNK = 1_000
 _TABLE = alarm_table.name
@@ -51,11 +52,12 @@ class SqlClaimStore:
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
+        slots: SlotRange = ALL_SLOTS,
     ) -> list[Claim]:
         """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first;
         with `from_ms`, only those with next_try_time >= from_ms; with `application`, only
-        that application's. Each claimed row names `owner` (a clock_engine id), so that its
-        claims can be taken over if it dies.
+        that application's; only those of `slots`. Each claimed row names `owner` (a
+        clock_engine id), so that its claims can be taken over if it dies.
 
         A row an engine holds (`claimed_by`) under a lease not ended by `now_ms` is left to
         it: its next_try_time is that lease's end, not when it is due, and claimed again it
@@ -79,8 +81,8 @@ class SqlClaimStore:
         only = " AND application = :application" if application else ""
         unheld = f" AND (claimed_by = 0 OR next_try_time <= {int(now_ms)})"
         query = text(
-            f"SELECT id, next_try_time, version, application FROM {_TABLE}{hint}"
-            f" WHERE status = '{PENDING}'{only}{unheld}{floor}"
+            f"SELECT id, next_try_time, version, application, slot FROM {_TABLE}{hint}"
+            f" WHERE status = '{PENDING}'{only}{unheld}{floor}{slot_filter(slots)}"
             f" AND next_try_time <= {int(horizon_ms)}"
             f" ORDER BY next_try_time LIMIT {int(limit)}{lock}"
         )
@@ -96,16 +98,17 @@ class SqlClaimStore:
                     f" WHERE id IN ({id_list(chunk)})"
                 )
         return [
-            Claim(due_ms, alarm_id, version + 1, application)
-            for alarm_id, due_ms, version, application in rows
+            Claim(due_ms, alarm_id, version + 1, application, slot)
+            for alarm_id, due_ms, version, application, slot in rows
         ]
 
-    def due_applications(self, horizon_ms: int) -> dict[str, int]:
-        """Each application with pending alarms due by `horizon_ms` (claimed ones count at
-        their lease's end), and its earliest such next_try_time: one index dive each."""
+    def due_applications(self, horizon_ms: int, slots: SlotRange = ALL_SLOTS) -> dict[str, int]:
+        """Each application with pending alarms of `slots` due by `horizon_ms` (claimed ones
+        count at their lease's end), and its earliest such next_try_time: one index dive each
+        for all the slots."""
         query = text(
             f"SELECT application, MIN(next_try_time) FROM {_TABLE}"
-            f" WHERE status = '{PENDING}' GROUP BY application"
+            f" WHERE status = '{PENDING}'{slot_filter(slots)} GROUP BY application"
             f" HAVING MIN(next_try_time) <= {int(horizon_ms)}"
         )
         with translate_errors(), self.store.db.connect() as conn:

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, insert, select, update
+from sqlalchemy import Connection, Row, delete, func, insert, select, update
 
 from clock_server.model import DELIVERING, PENDING, EngineRecord
+from clock_server.slot_space import ALL_SLOTS, SlotRange
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.ports import Takeover
 from clock_server.store.schema import alarm_table, engine_table
-from clock_server.store.sql import chunks, id_list, translate_errors
+from clock_server.store.sql import chunks, id_list, slot_filter, translate_errors
 
 _TABLE = alarm_table.name
 _ID_CHUNK = 1_000
@@ -48,14 +49,15 @@ class SqlEngineRegistry:
             assert key is not None
             return int(key[0])
 
-    def heartbeat(self, engine_id: int, now_ms: int) -> bool:
-        """Say the engine is alive; False once another engine has declared it dead."""
+    def heartbeat(self, engine_id: int, now_ms: int, slots: SlotRange = ALL_SLOTS) -> bool:
+        """Say the engine is alive and owns `slots`; False once another engine has declared
+        it dead."""
         table = engine_table.c
         with translate_errors(), self.store.db.begin() as conn:
             result = conn.execute(
                 update(engine_table)
                 .where(table.id == engine_id, table.dead_at.is_(None))
-                .values(heartbeat_at=now_ms)
+                .values(heartbeat_at=now_ms, slot_from=slots.start, slot_to=slots.stop)
             )
             return result.rowcount == 1
 
@@ -102,6 +104,29 @@ class SqlEngineRegistry:
             released += self._give_back(conn, dead.id, calls, DELIVERING, str(int(now_ms)), now_ms)
         held = len(candidates) + len(calls) - released
         return Takeover(released=released, held=held)
+
+    def take_slots(self, slots: SlotRange, engine_id: int, due_after_ms: int, now_ms: int) -> int:
+        """Give back the first tries of `slots` that other engines hold under a lease and that
+        are due after `due_after_ms`, for `engine_id`, which now owns those slots, to claim.
+        Their versions move, so the engine that held them no longer rings them; rows locked
+        by a ring batch in flight, retries and those due sooner stay with it."""
+        hint = " FORCE INDEX (ix_clock_status_next_try_time)" if self.store.caps.index_hints else ""
+        with translate_errors(), self.store.db.begin() as conn:
+            longest = conn.execute(select(func.max(engine_table.c.lease_ms))).scalar() or 0
+            upper_ms = now_ms + int(longest) + CLOCK_SKEW_MARGIN_MS
+            held = conn.exec_driver_sql(
+                f"SELECT id, claimed_by FROM {_TABLE}{hint} WHERE status = '{PENDING}'"
+                f" AND next_try_time > {int(now_ms)} AND next_try_time <= {int(upper_ms)}"
+                f" AND claimed_by NOT IN (0, {int(engine_id)}) AND retry_times = 0"
+                f" AND target_ring_at > {int(due_after_ms)}{slot_filter(slots)}"
+            ).all()
+            by_engine: dict[int, list[int]] = {}
+            for alarm_id, holder in held:
+                by_engine.setdefault(holder, []).append(alarm_id)
+            return sum(
+                self._give_back(conn, holder, ids, PENDING, "target_ring_at", now_ms)
+                for holder, ids in by_engine.items()
+            )
 
     def remove(self, engine_id: int) -> None:
         """Forget an engine: it stopped, or its claims have all been given back."""

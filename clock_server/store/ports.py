@@ -19,6 +19,7 @@ from clock_server.model import (
     EngineRecord,
     RingRow,
 )
+from clock_server.slot_space import ALL_SLOTS, SlotRange
 
 
 class RingTransaction(Protocol):
@@ -71,15 +72,17 @@ class ClaimStore(Protocol):
         from_ms: int | None = None,
         owner: int = 0,
         application: str | None = None,
+        slots: SlotRange = ALL_SLOTS,
     ) -> list[Claim]:
-        """Claim up to `limit` pending alarms due by `horizon_ms` (and from `from_ms`, when
-        given; of `application` alone, when given), earliest first, each leased until
-        `lease_until_ms` to the engine `owner`. An alarm an engine holds under a lease not
-        ended by `now_ms` is left to it."""
+        """Claim up to `limit` pending alarms of `slots` due by `horizon_ms` (and from
+        `from_ms`, when given; of `application` alone, when given), earliest first, each
+        leased until `lease_until_ms` to the engine `owner`. An alarm an engine holds under a
+        lease not ended by `now_ms` is left to it."""
         ...
 
-    def due_applications(self, horizon_ms: int) -> dict[str, int]:
-        """Each application with pending alarms due by `horizon_ms`, and its earliest."""
+    def due_applications(self, horizon_ms: int, slots: SlotRange = ALL_SLOTS) -> dict[str, int]:
+        """Each application with pending alarms of `slots` due by `horizon_ms`, and its
+        earliest."""
         ...
 
     def release(self, claims: Sequence[Claim], now_ms: int) -> int:
@@ -163,8 +166,9 @@ class EngineRegistry(Protocol):
         """Add a live engine; returns the id its claims carry."""
         ...
 
-    def heartbeat(self, engine_id: int, now_ms: int) -> bool:
-        """Say the engine is alive; False once another engine has declared it dead."""
+    def heartbeat(self, engine_id: int, now_ms: int, slots: SlotRange = ALL_SLOTS) -> bool:
+        """Say the engine is alive and owns `slots`; False once another engine has declared
+        it dead."""
         ...
 
     def declare_dead(self, silent_since_ms: int, now_ms: int) -> list[EngineRecord]:
@@ -172,8 +176,18 @@ class EngineRegistry(Protocol):
         not yet removed, live or marked dead (`dead_at` set)."""
         ...
 
+    def live_engines(self) -> list[EngineRecord]:
+        """The engines not declared dead, oldest first."""
+        ...
+
     def take_over(self, dead: EngineRecord, now_ms: int) -> Takeover:
         """Give back the claims `dead` holds, except rows another transaction has locked."""
+        ...
+
+    def take_slots(self, slots: SlotRange, engine_id: int, due_after_ms: int, now_ms: int) -> int:
+        """Give back the first tries of `slots` that other engines hold and that are due
+        after `due_after_ms`, except rows another transaction has locked: `engine_id` came
+        to own those slots. Returns how many."""
         ...
 
     def remove(self, engine_id: int) -> None:

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -71,6 +72,9 @@ alarm_table = Table(
     # re-drive on (model.delivery_id), so that a receiver that deduplicated the delivery
     # before takes the re-driven one.
     Column("redrives", Integer, nullable=False, server_default="0"),
+    # Where the alarm lies among the slots engines share (clock_server.slot_space), set at
+    # insert from its key; an engine claims only the alarms of the slots it owns.
+    Column("slot", SmallInteger, nullable=False, server_default="0"),
     UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),
     Index("ix_clock_status_next_try_time", "status", "next_try_time"),
     Index("ix_clock_application_id", "application", "id"),
@@ -124,6 +128,9 @@ engine_table = Table(
     Column("heartbeat_at", BigInteger, nullable=False),
     Column("lease_ms", BigInteger, nullable=False),
     Column("dead_at", BigInteger, nullable=True),
+    # The slots it owned at its last beat, slot_from up to slot_to: its share of the work.
+    Column("slot_from", Integer, nullable=False, server_default="0"),
+    Column("slot_to", Integer, nullable=False, server_default="0"),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )

@@ -9,6 +9,7 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Dialect
 
 from clock_server.errors import Unavailable
+from clock_server.slot_space import SLOTS, SlotRange
 
 
 @contextlib.contextmanager
@@ -43,3 +44,10 @@ def chunks(items: list, size: int) -> Iterator[list]:  # type: ignore[type-arg]
 def id_list(ids: Sequence[int]) -> str:
     """Ids written into a statement: cheaper than binding 1,000 parameters, and safe as ints."""
     return ",".join(str(int(alarm_id)) for alarm_id in ids)
+
+
+def slot_filter(slots: SlotRange) -> str:
+    """The condition, after an AND, that keeps the alarms of `slots`: none for all of them."""
+    if slots.start <= 0 and slots.stop >= SLOTS:
+        return ""
+    return f" AND slot >= {int(slots.start)} AND slot < {int(slots.stop)}"
