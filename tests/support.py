@@ -457,6 +457,15 @@ class Cluster:
         finally:
             db.dispose()
 
+    def engines(self) -> list:
+        """The rows of clock_engine."""
+        db = open_database(self.database_url, pool_size=1)
+        try:
+            with db.connect() as conn:
+                return list(conn.execute(select(engine_table)).all())
+        finally:
+            db.dispose()
+
     def engine_id(self, instance_id: str) -> int:
         """The registry id of the engine running as `instance_id` (its claims carry it)."""
         db = open_database(self.database_url, pool_size=1)

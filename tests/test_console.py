@@ -163,6 +163,9 @@ def test_login_then_overview(page: Page, server: ConsoleServer, shots: Path):
     expect(page.locator("#card-broker .value")).to_have_text("ok")
     expect(page.locator("#card-live-engines .value")).to_have_text("1")
     expect(page.locator("#engines tbody tr")).to_have_count(1)
+    # the one engine's share: every slot, from its first beat on
+    expect(page.locator("#engines tbody tr td").nth(4)).to_have_text("0-1023")
+    expect(page.locator("#engines tbody tr td").nth(5)).to_have_text("100.0 %")
     statuses = {
         "pending": "63", "delivering": "0", "rung": str(1 + sum(HISTORY)), "cancelled": "0",
         "expired": "2", "dead": "1",

@@ -16,9 +16,11 @@ from clock_server.minute_stats import BUCKETS, MINUTE_MS, MinuteCounts, bucket_o
 from clock_server.model import PULL, ApplicationPolicy, NewAlarm
 from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
+from clock_server.slot_space import SlotRange
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import SqlApplicationRegistry
 from clock_server.store.claims import SqlClaimStore
+from clock_server.store.engine_registry import SqlEngineRegistry
 from clock_server.store.minute_stats import SqlMinuteStats
 from clock_server.store.overview import CappedCount, OverviewReader
 from clock_server.store.secret_box import SecretBox
@@ -185,3 +187,17 @@ def test_the_overview_needs_a_token_of_every_application(store: AlarmStore):
             "live_engines": 0,
             "engines": [],
         }
+
+
+def test_the_overview_shows_each_engines_share_of_the_slots(store: AlarmStore):
+    registry = SqlEngineRegistry(store)
+    first = registry.register("first", 30_000, NOW)
+    second = registry.register("second", 30_000, NOW)
+    assert registry.heartbeat(first, NOW, SlotRange(0, 512))
+    assert registry.heartbeat(second, NOW, SlotRange(512, 1024))
+    client = create_app(build_services(Settings(), store, SettableClock(NOW), Metrics()))
+    engines = client.test_client().get("/v1/overview").get_json()["health"]["engines"]
+    assert [(e["instance_id"], e["slot_from"], e["slot_to"], e["share"]) for e in engines] == [
+        ("first", 0, 512, 0.5),
+        ("second", 512, 1024, 0.5),
+    ]

@@ -4,11 +4,14 @@ stepped with the fake clock."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sqlalchemy import text
 
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.slot_shares import shares
-from clock_server.model import NewAlarm
+from clock_server.model import Claim, NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.slot_space import ALL_SLOTS, SlotRange, slot_of
@@ -142,3 +145,39 @@ def test_when_an_engine_joins_the_claims_of_its_slots_move_to_it_and_each_alarm_
     assert sent_ids(first) == set(ids) - theirs
     rung = store.list("app", "rung", 1_000, None)
     assert len(rung) == 300 and all(a.rung_at == a.target_ring_at for a in rung)
+
+
+class ShareMovesMidPass(SqlClaimStore):
+    """The claim store, running `during` once, after a claim and before the preloader holds
+    what it claimed: the engine's share moves in that moment."""
+
+    def __init__(self, store: AlarmStore, during: Callable[[], object]) -> None:
+        super().__init__(store)
+        self.during: Callable[[], object] | None = during
+
+    def claim_due(self, *args: Any, **kwargs: Any) -> list[Claim]:
+        claimed = super().claim_due(*args, **kwargs)
+        if self.during is not None:
+            during, self.during = self.during, None
+            during()
+        return claimed
+
+
+def test_claims_of_a_share_that_moved_while_they_were_claimed_are_given_back(
+    store: AlarmStore, fake_clock: SettableClock
+):
+    start = fake_clock.now_ms()
+    alarms = [NewAlarm("app", f"m{i}", "p", start + 5_000 + i, None) for i in range(300)]
+    slot_by_id = {a.id: slot_of("app", a.business_id) for a, _ in store.create_many(alarms, start)}
+    engine = make(store, fake_clock, "first")
+    engine.liveness.run_once()
+    SqlEngineRegistry(store).register("second", LEASE_MS, start)  # owns the upper half
+    engine.preloader.claims = ShareMovesMidPass(store, engine.liveness.run_once)
+    engine.preloader.run_once()
+
+    assert engine.liveness.share.current() == SlotRange(0, 512)
+    held = {claim.id for claim in engine.heap.drain()}
+    assert held == {a for a, slot in slot_by_id.items() if slot < 512}
+    rows = store.list("app", None, 1_000, None)
+    given_back = [a for a in rows if a.id not in held]
+    assert given_back and all(a.next_try_time == a.target_ring_at for a in given_back)

@@ -4,15 +4,15 @@ applications when more is due than one ring batch takes."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Final, cast
 
 from sortedcontainers import SortedList
 
 from clock_server.engine.dispatch import HeapView, Horizons, fair_shares
 from clock_server.model import Claim
-from clock_server.slot_space import SlotRange
+from clock_server.slot_space import ALL_SLOTS, SlotRange
 
 # A claim is held as a plain tuple of its fields, in Claim's order: the garbage collector stops
 # tracking a plain tuple of numbers and strings the first time it looks at it, but follows a
@@ -33,6 +33,8 @@ def _claims(held: Iterable[_Held]) -> list[Claim]:
 class PushResult:
     displaced: list[Claim]  # claims that no longer fit: the caller gives them back
     head_moved_earlier: bool  # the earliest due time is now sooner: wake the ring thread
+    # claims of slots the engine no longer owns: the caller gives them back
+    outside: list[Claim] = field(default_factory=list)
 
 
 class ClaimHeap:
@@ -90,12 +92,26 @@ class ClaimHeap:
         with self._lock:
             return {application: len(own) for application, own in self._by_app.items()}
 
-    def push_many(self, claims: Iterable[Claim], shared: bool = False) -> PushResult:
+    def push_many(
+        self,
+        claims: Iterable[Claim],
+        shared: bool = False,
+        slots: Callable[[], SlotRange] | None = None,
+    ) -> PushResult:
         """Add claims; when over capacity, the latest-due ones are displaced and returned.
         With `shared`, the claims displaced are instead the latest of the application that
-        holds the most: a heap full of one application's backlog makes room for others."""
+        holds the most: a heap full of one application's backlog makes room for others.
+        With `slots`, the slots the engine owns as this push holds the heap's lock: claims of
+        other slots are returned, not added (their share moved while they were claimed)."""
         displaced: list[_Held] = []
+        outside: list[Claim] = []
         with self._lock:
+            if slots is not None:
+                owned = slots()
+                if owned != ALL_SLOTS:
+                    claims = list(claims)
+                    outside = [claim for claim in claims if not owned.holds(claim.slot)]
+                    claims = [claim for claim in claims if owned.holds(claim.slot)]
             head_before = self._items[0][_DUE] if self._items else None
             for claim in claims:
                 held = cast(_Held, tuple(claim))
@@ -107,7 +123,7 @@ class ClaimHeap:
                     displaced.append(latest)
             head_after = self._items[0][_DUE] if self._items else None
         moved = head_after is not None and (head_before is None or head_after < head_before)
-        return PushResult(displaced=_claims(displaced), head_moved_earlier=moved)
+        return PushResult(_claims(displaced), moved, outside)
 
     def pop_due(self, now_ms: int, limit: int) -> list[Claim]:
         """Remove and return up to `limit` claims with due_ms <= now_ms: all of them, earliest

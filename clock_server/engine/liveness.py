@@ -126,6 +126,8 @@ class Liveness:
         if old is None:
             return
         handover_ms = now_ms + int(self.heartbeat_s * 1000)
+        # After the move: a preload pass that claimed from the old share holds only what
+        # the new one keeps (ClaimHeap.push_many), or held it before this takes it out.
         lost = self.heap.take_outside(new, handover_ms)
         given = self.claims.release(lost, now_ms) if lost else 0
         taken = self.registry.take_slots(new, self.engine_id, handover_ms, now_ms)

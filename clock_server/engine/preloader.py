@@ -160,11 +160,13 @@ class Preloader:
                     self._hold(claimed, now_ms, shared=True)
 
     def _hold(self, claimed: list[Claim], now_ms: int, shared: bool = False) -> None:
-        result = self.heap.push_many(claimed, shared)
+        result = self.heap.push_many(claimed, shared, self.slots)
         self.metrics.claimed.inc(len(claimed))
         self.metrics.heap_size.set(len(self.heap))
         if result.head_moved_earlier:
             self.ring_waker.wake()
+        if result.outside:  # claimed from a share that moved meanwhile (engine.liveness)
+            self.metrics.released.inc(self.claims.release(result.outside, now_ms))
         if result.displaced:
             self._rescan.set()  # given back at their own due times, below the floor
             released = self.claims.release(result.displaced, now_ms)

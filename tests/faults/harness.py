@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import requests
 
+from clock_server.settings import Settings
 from tests.support import Delivery, ServerProcess, eventually
 
 # Every fault case runs real servers against the real MariaDB and RabbitMQ.
@@ -29,6 +30,16 @@ FAULT_MARKS = [
     pytest.mark.rabbitmq,
     pytest.mark.timeout(180),
 ]
+
+
+def default_timing() -> dict[str, str]:
+    """The settings of a server whose lease, window, interval and heartbeat are the defaults
+    (tests.support.Cluster.server shortens them otherwise)."""
+    names = ("lease_s", "preload_window_s", "preload_interval_s", "heartbeat_s")
+    return {
+        f"CLOCK_{name.upper()}": str(getattr(Settings(), name))
+        for name in (*names, "engine_dead_after_s")
+    }
 
 
 def _succeeds(*command: str) -> bool:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import signal
 import time
 
-from clock_server.settings import Settings
-from tests.faults.harness import FAULT_MARKS, Verdict, judge
+from tests.faults.harness import FAULT_MARKS, Verdict, default_timing, judge
 from tests.support import Cluster, ServerProcess, eventually
 
 pytestmark = FAULT_MARKS
@@ -22,20 +21,7 @@ IN_FLIGHT = LANES * RING_BATCH
 TAKEOVER_BOUND_MS = 3_000
 # The default lease, window and heartbeat (Cluster.server shortens them otherwise); small
 # ring batches bound what a fault catches.
-DEFAULTS = {
-    "CLOCK_RING_LANES": str(LANES),
-    "CLOCK_RING_BATCH": str(RING_BATCH),
-    **{
-        f"CLOCK_{name.upper()}": str(getattr(Settings(), name))
-        for name in (
-            "lease_s",
-            "preload_window_s",
-            "preload_interval_s",
-            "heartbeat_s",
-            "engine_dead_after_s",
-        )
-    },
-}
+DEFAULTS = {"CLOCK_RING_LANES": str(LANES), "CLOCK_RING_BATCH": str(RING_BATCH), **default_timing()}
 
 
 def now_ms() -> int:

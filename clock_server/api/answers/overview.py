@@ -70,6 +70,11 @@ class EngineState(TypedDict):
     started_at: int
     heartbeat_at: int
     beating: bool
+    slot_from: Annotated[int, Field(description="the first of the slots it owned at its last beat")]
+    slot_to: Annotated[int, Field(description="the end of those slots, not included")]
+    share: Annotated[
+        float, Field(description="those slots' fraction of all 1,024: its share of the work")
+    ]
 
 
 class OverviewHealth(TypedDict):

@@ -20,6 +20,7 @@ from clock_server.minute_stats import (
     minute_of,
     quantile,
 )
+from clock_server.slot_space import SLOTS
 from clock_server.store.minute_stats import SqlMinuteStats
 from clock_server.store.overview import Overview, OverviewReader
 
@@ -120,6 +121,9 @@ def _health(svc: Services, now_ms: int) -> dict[str, Any]:
                 "started_at": engine.started_at,
                 "heartbeat_at": engine.heartbeat_at,
                 "beating": engine.heartbeat_at >= silent_before_ms,
+                "slot_from": engine.slot_from,
+                "slot_to": engine.slot_to,
+                "share": round(max(engine.slot_to - engine.slot_from, 0) / SLOTS, 4),
             }
             for engine in engines
         ],

@@ -69,9 +69,18 @@ function sections(data, last) {
     ),
     h.engines.length
       ? table(
-          ["engine", "started", "last heartbeat", "beating"],
+          ["engine", "started", "last heartbeat", "beating", "slots", "share"],
           h.engines.map((e) =>
-            el("tr", {}, cell(e.instance_id), timeCell(e.started_at), timeCell(e.heartbeat_at), cell(e.beating ? "yes" : "no")),
+            el(
+              "tr",
+              {},
+              cell(e.instance_id),
+              timeCell(e.started_at),
+              timeCell(e.heartbeat_at),
+              cell(e.beating ? "yes" : "no"),
+              cell(e.slot_to > e.slot_from ? `${e.slot_from}-${e.slot_to - 1}` : "none"),
+              cell(`${(e.share * 100).toFixed(1)} %`),
+            ),
           ),
           { id: "engines" },
         )
