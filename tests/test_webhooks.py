@@ -23,6 +23,7 @@ from clock_server.metrics import Metrics
 from clock_server.model import Claim, NewAlarm
 from clock_server.runtime.build_api import build_services
 from clock_server.settings import Settings
+from clock_server.slot_space import slot_of
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.history import AlarmHistory
@@ -570,7 +571,7 @@ def test_calls_never_started_are_given_back_pending_and_due_now(store: AlarmStor
     assert (a.status, a.next_try_time) == ("pending", now + 20)
     assert (b.status, b.next_try_time) == ("delivering", now + 15_000)
     assert claims.claim_due(now + 20, now + 30_000, 10, now_ms=now + 20) == [
-        Claim(now + 20, a.id, handed[0].version + 2, "hooks")
+        Claim(now + 20, a.id, handed[0].version + 2, "hooks", slot_of("hooks", "a"))
     ]
 
 
