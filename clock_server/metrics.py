@@ -242,16 +242,23 @@ class Metrics:
         self.purged = Counter(
             "clock_alarms_purged", "Finished alarms deleted once past their retention", registry=r
         )
-        self.claimed = Counter("clock_alarms_claimed", "Claims taken by the preloader", registry=r)
-        self.released = Counter("clock_claims_released", "Claims given back", registry=r)
+        self.claimed = Counter(
+            "clock_alarms_claimed", "Alarms the preloader read into the heap", registry=r
+        )
+        self.released = Counter(
+            "clock_claims_released",
+            "Alarms a delivery limit held back past the window, made due at their turn",
+            registry=r,
+        )
         self.taken_over = Counter(
             "clock_claims_taken_over",
-            "Claims of engines found dead that this engine gave back for claiming",
+            "Alarms engines found dead held (webhook calls, or claims of a release before "
+            "slots) that this engine gave back, due now",
             registry=r,
         )
         self.engines_dead = Counter(
             "clock_engines_declared_dead",
-            "Silent engines whose claims this engine took over",
+            "Silent engines this engine declared dead",
             registry=r,
         )
         self.fenced = Counter(

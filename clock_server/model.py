@@ -269,6 +269,8 @@ class EngineRecord:
     dead_at: int | None  # set once another engine found it silent
     slot_from: int = 0  # the slots it owned at its last beat: slot_from up to slot_to
     slot_to: int = 0
+    moves: int = 0  # others' moves of alarms in its slots to an earlier time, counted
+    moved_from: int | None = None  # the earliest due time they gave, until it reads them
 
 
 @dataclass(frozen=True, slots=True)

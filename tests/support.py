@@ -113,6 +113,21 @@ def running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def claim_as_before_slots(store: Any, ids: list[int], owner: int, lease_until_ms: int) -> None:
+    """Claim the pending alarms `ids` as a release before slots did, and as an engine still
+    does for a webhook call: the row names its engine and its next_try_time is the lease's
+    end, its version moved (a rolling upgrade, or a takeover's input)."""
+    id_list = ", ".join(str(int(alarm_id)) for alarm_id in ids)
+    with store.db.begin() as conn:
+        conn.execute(
+            text(
+                f"UPDATE clock SET claimed_by = {int(owner)},"
+                f" next_try_time = {int(lease_until_ms)}, version = version + 1"
+                f" WHERE id IN ({id_list}) AND status = 'pending'"
+            )
+        )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -450,24 +465,23 @@ class Cluster:
         return ids
 
     def rows(self) -> list:
-        db = open_database(self.database_url, pool_size=1)
-        try:
-            with db.connect() as conn:
-                return list(conn.execute(select(alarm_table)).all())
-        finally:
-            db.dispose()
+        """The rows of clock."""
+        return self._every_row(alarm_table)
 
     def engines(self) -> list:
         """The rows of clock_engine."""
+        return self._every_row(engine_table)
+
+    def _every_row(self, table: Any) -> list:
         db = open_database(self.database_url, pool_size=1)
         try:
             with db.connect() as conn:
-                return list(conn.execute(select(engine_table)).all())
+                return list(conn.execute(select(table)).all())
         finally:
             db.dispose()
 
     def engine_id(self, instance_id: str) -> int:
-        """The registry id of the engine running as `instance_id` (its claims carry it)."""
+        """The registry id of the engine running as `instance_id` (its rings carry it)."""
         db = open_database(self.database_url, pool_size=1)
         query = select(engine_table.c.id).where(engine_table.c.instance_id == instance_id)
         try:

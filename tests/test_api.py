@@ -25,6 +25,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.db import open_database
 from tests.api_support import DROP, MINUTE, NOW, OpenApiChecker, assert_error, body, rows
+from tests.support import claim_as_before_slots
 
 ALARM_KEYS = {
     "id", "application", "business_id", "payload", "target_ring_at", "latest_ring_at",
@@ -77,7 +78,7 @@ def ring(api, alarm_id: int) -> None:  # type: ignore[no-untyped-def]
     """Ring the (due) alarm through the engine's side of the store."""
     now = api.clock.now_ms()
     claims = SqlClaimStore(api.store)
-    claimed = claims.claim_due(now, now + MINUTE, 100, now_ms=now)
+    claimed = claims.load_due(now, 100, now_ms=now)
     assert alarm_id in [claim.id for claim in claimed]
     with claims.ring_transaction() as tx:
         tx.mark_rung([(alarm_id, now)], now)
@@ -763,8 +764,9 @@ def test_patch_target_moves_next_try_time_and_tells_the_engine(api) -> None:
 
 
 def test_patch_target_of_a_claimed_alarm_drops_the_claim(api) -> None:
+    """A claim as a release before slots took it (a rolling upgrade): the PATCH's time holds."""
     alarm = create(api, target_ring_at=NOW)
-    SqlClaimStore(api.store).claim_due(NOW, NOW + 5 * MINUTE, 10, now_ms=NOW)
+    claim_as_before_slots(api.store, [alarm["id"]], owner=7, lease_until_ms=NOW + 5 * MINUTE)
     assert api.store.get("app", "order-1").next_try_time == NOW + 5 * MINUTE
     changed = patch(api, {"target_ring_at": NOW + MINUTE}).get_json()
     assert changed["next_try_time"] == NOW + MINUTE
@@ -909,7 +911,7 @@ def test_delete_cancels_and_is_idempotent(api) -> None:
 
 def test_delete_a_claimed_alarm_cancels_it(api) -> None:
     create(api, target_ring_at=NOW)
-    SqlClaimStore(api.store).claim_due(NOW, NOW + MINUTE, 10, now_ms=NOW)
+    SqlClaimStore(api.store).load_due(NOW, 10, now_ms=NOW)
     response = api.client.delete("/v1/alarms/app/order-1")
     assert response.status_code == 200
     assert response.get_json()["status"] == "cancelled"

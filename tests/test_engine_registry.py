@@ -7,11 +7,13 @@ import threading
 import time
 
 import pytest
+from sqlalchemy import text
 
-from clock_server.model import NewAlarm
+from clock_server.model import Claim, NewAlarm
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.engine_registry import SqlEngineRegistry
+from tests.support import claim_as_before_slots
 
 NOW = 1_700_000_000_000
 LEASE_MS = 30_000
@@ -26,6 +28,20 @@ def declared_dead(registry: SqlEngineRegistry, silent_since_ms: int, now_ms: int
     """The engines declare_dead marks dead, or had marked, without the live ones."""
     judged = registry.declare_dead(silent_since_ms, now_ms)
     return [record for record in judged if record.dead_at is not None]
+
+
+def claimed(store: AlarmStore, ids: list[int], owner: int, now_ms: int) -> list[Claim]:
+    """`ids` claimed by the engine `owner` under a lease from `now_ms`, as a release before
+    slots claimed alarms and as an engine still holds a webhook call's: the claims as held."""
+    claim_as_before_slots(store, ids, owner, now_ms + LEASE_MS)
+    with store.db.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT next_try_time, id, version, application, slot FROM clock"
+                f" WHERE id IN ({', '.join(str(i) for i in ids)}) ORDER BY id"
+            )
+        ).all()
+    return [Claim._make(row) for row in rows]
 
 
 def rows_by_id(store: AlarmStore) -> dict[int, object]:
@@ -72,12 +88,8 @@ def test_take_over_gives_back_only_the_dead_engines_claims(store: AlarmStore):
     dead_ids = add(store, 5, NOW + 1_000, "d")
     live_ids = add(store, 5, NOW + 1_100, "l")
     unclaimed = add(store, 3, NOW + 9_000, "u")
-    held = claims.claim_due(NOW + 1_050, NOW + LEASE_MS, 100, now_ms=NOW, owner=dead_id)
-    assert sorted(c.id for c in held) == dead_ids
-    leased = claims.claim_due(
-        NOW + 1_200, NOW + 100 + LEASE_MS, 100, now_ms=NOW + 100, owner=live_id
-    )
-    assert len(leased) == 5
+    held = claimed(store, dead_ids, dead_id, NOW)
+    claimed(store, live_ids, live_id, NOW + 100)
     registry.heartbeat(live_id, NOW + 2_000)
     [record] = declared_dead(registry, NOW + 1, NOW + 2_100)
 
@@ -104,15 +116,13 @@ def test_a_retry_taken_over_is_due_at_once_and_a_released_claim_is_not_touched(
     registry, claims = SqlEngineRegistry(store), SqlClaimStore(store)
     engine_id = registry.register("dead", LEASE_MS, NOW)
     retried, given_back = add(store, 2, NOW + 100)
-    claimed = claims.claim_due(NOW + 200, NOW + LEASE_MS, 10, now_ms=NOW, owner=engine_id)
+    held = claimed(store, [retried, given_back], engine_id, NOW)
     with claims.ring_transaction() as tx:  # a failed publish: retry in 20 s
-        tx.lock_live([c for c in claimed if c.id == retried])
+        tx.lock_live([c for c in held if c.id == retried])
         tx.schedule_retries([(retried, NOW + 20_000)], NOW + 150)
-    again = claims.claim_due(
-        NOW + 20_000, NOW + 150 + LEASE_MS, 10, now_ms=NOW + 150, owner=engine_id
-    )
-    assert [c.id for c in again] == [retried]
-    claims.release([c for c in claimed if c.id == given_back], NOW + 160)
+    claimed(store, [retried], engine_id, NOW + 150)  # and claimed again for it
+    [back] = [c for c in held if c.id == given_back]
+    claims.defer([back._replace(due_ms=NOW + 101)], NOW + 160)  # given back, due at its target
     [record] = declared_dead(registry, NOW + 1, NOW + 2_500)
 
     assert registry.take_over(record, NOW + 2_500) == (1, 0)
@@ -130,8 +140,8 @@ def test_take_over_skips_a_ring_batch_in_flight_without_waiting_for_it(
     them. The takeover leaves them, counts them as held, and does not wait on their locks."""
     registry, claims = SqlEngineRegistry(mariadb_store), SqlClaimStore(mariadb_store)
     engine_id = registry.register("stalled", LEASE_MS, NOW)
-    add(mariadb_store, 4, NOW + 100)
-    held = claims.claim_due(NOW + 200, NOW + LEASE_MS, 10, now_ms=NOW, owner=engine_id)
+    ids = add(mariadb_store, 4, NOW + 100)
+    held = claimed(mariadb_store, ids, engine_id, NOW)
     [record] = declared_dead(registry, NOW + 1, NOW + 2_500)
     locked = threading.Event()
     finish = threading.Event()

@@ -61,8 +61,8 @@ class _SlowLocks:
         return getattr(self._claims, name)
 
     @contextlib.contextmanager
-    def ring_transaction(self):
-        with self._claims.ring_transaction() as tx:
+    def ring_transaction(self, owner=0):
+        with self._claims.ring_transaction(owner) as tx:
             lock_live = tx.lock_live
 
             def slow_lock_live(due):

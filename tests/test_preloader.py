@@ -1,78 +1,73 @@
-"""The preloader's scan floor, stepped with a fake clock on SQLite and the real MariaDB.
+"""The preloader's reading, stepped with a fake clock on SQLite and the real MariaDB.
 
-Passes that follow a full batch start their scan where the last one stopped; anything that
-can appear below that point is found by a scan from the start: at once when the engine is
-told of a new or moved alarm, or when claims are given back, and otherwise within one
-preload interval."""
+It reads each alarm once, in (due time, id) order from where it got to, and writes nothing.
+An alarm that appears before that point reaches the heap all the same: a new one by its id,
+one another process moved sooner by the mark the move left on this engine's row, claims a
+full heap displaced by reading again from the earliest of them, and everything by reading
+from the start once a lease."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from clock_server.engine.alarm_engine import WAKE_MARGIN_MS, AlarmEngine
 from clock_server.engine.loop import StepLoop
-from clock_server.model import Claim, NewAlarm
+from clock_server.model import AlarmChanges, Claim, NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
-from clock_server.slot_space import ALL_SLOTS, SlotRange
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
+from clock_server.store.ports import Position
 from clock_server.testing import InMemoryPublisher, SettableClock
 from tests.support import eventually
 
 INTERVAL_MS = 1_000
+LEASE_MS = 30_000
 
 
 class RecordingClaims(SqlClaimStore):
-    """The real claim store, remembering the floor each pass scanned from."""
+    """The real claim store, remembering where each read of due alarms started."""
 
     def __init__(self, store: AlarmStore) -> None:
         super().__init__(store)
-        self.floors: list[int | None] = []
+        self.positions: list[Position | None] = []
 
-    def claim_due(
-        self,
-        horizon_ms: int,
-        lease_until_ms: int,
-        limit: int,
-        *,
-        now_ms: int,
-        from_ms: int | None = None,
-        owner: int = 0,
-        application: str | None = None,
-        slots: SlotRange = ALL_SLOTS,
-    ) -> list[Claim]:
-        self.floors.append(from_ms)
-        return super().claim_due(
-            horizon_ms,
-            lease_until_ms,
-            limit,
-            now_ms=now_ms,
-            from_ms=from_ms,
-            owner=owner,
-            application=application,
-            slots=slots,
-        )
+    def load_due(self, *args: Any, **kwargs: Any) -> list[Claim]:
+        if kwargs.get("application") is None:
+            self.positions.append(kwargs.get("after"))
+        return super().load_due(*args, **kwargs)
+
+
+def make(store: AlarmStore, clock: SettableClock, **settings: Any) -> AlarmEngine:
+    chosen = Settings(
+        **{
+            "claim_batch": 3,
+            "preload_interval_s": INTERVAL_MS / 1000,
+            "preload_window_s": 10,
+            "ring_lanes": 1,
+            "ring_lead_ms": 0,
+            **settings,
+        }
+    )
+    built = build_engine(chosen, store, InMemoryPublisher(), clock)
+    assert built.liveness.lease_ms == LEASE_MS  # the default: the backstop's period
+    built.preloader.claims = RecordingClaims(store)
+    built.liveness.run_once()  # joins, and owns every slot
+    built.preloader.run_once()  # its first look at the newest id
+    return built
 
 
 @pytest.fixture
 def engine(store: AlarmStore, fake_clock: SettableClock) -> AlarmEngine:
-    settings = Settings(
-        claim_batch=3,
-        preload_interval_s=INTERVAL_MS / 1000,
-        preload_window_s=10,
-        ring_lanes=1,
-        ring_lead_ms=0,
-    )
-    built = build_engine(settings, store, InMemoryPublisher(), fake_clock)
-    built.preloader.claims = RecordingClaims(store)
-    return built
+    return make(store, fake_clock)
 
 
-def floors(engine: AlarmEngine) -> list[int | None]:
+def positions(engine: AlarmEngine) -> list[Position | None]:
     claims = engine.preloader.claims
     assert isinstance(claims, RecordingClaims)
-    return claims.floors
+    return claims.positions
 
 
 def add_due(store: AlarmStore, clock: SettableClock, count: int, first_in_ms: int) -> list[int]:
@@ -87,61 +82,84 @@ def held_ids(engine: AlarmEngine) -> set[int]:
     return {claim.id for claim in engine.heap.drain()}
 
 
-def test_full_batches_are_followed_from_where_the_last_one_stopped(store, fake_clock, engine):
+def test_full_reads_are_followed_from_where_the_last_one_stopped(store, fake_clock):
     start = fake_clock.now_ms()
     ids = add_due(store, fake_clock, 10, 1_000)
-    waits = []
-    for _ in range(5):
-        waits.append(engine.preloader.run_once())
-    assert waits == [0.0, 0.0, 0.0, INTERVAL_MS / 1000, INTERVAL_MS / 1000]
-    # 3 + 3 + 3 + 1 claimed; the pass after the short batch scans from the start again
-    assert floors(engine) == [None, start + 1_200, start + 1_500, start + 1_800, None]
+    engine = make(store, fake_clock)  # its first pass reads the first 3
+    waits = [engine.preloader.run_once() for _ in range(4)]
+    assert waits == [0.0, 0.0, INTERVAL_MS / 1000, INTERVAL_MS / 1000]
+    # 3 + 3 + 3 + 1 read; after the short read, from the end of the window
+    assert positions(engine) == [
+        None,
+        (start + 1_200, ids[2]),
+        (start + 1_500, ids[5]),
+        (start + 1_800, ids[8]),
+        (start + 10_000, 2**63 - 1),
+    ]
     assert held_ids(engine) == set(ids)
 
 
-def test_an_alarm_written_below_the_floor_is_claimed_at_once_when_the_engine_is_told(
-    store, fake_clock, engine
-):
-    add_due(store, fake_clock, 30, 2_000)
-    assert engine.preloader.run_once() == 0.0  # a chain has begun
-    [sooner] = add_due(store, fake_clock, 1, 500)
-    engine.notify_due(fake_clock.now_ms() + 500)
+def test_reading_writes_nothing(store, fake_clock, engine):
+    add_due(store, fake_clock, 5, 1_000)
+    before = {alarm.id: alarm for alarm in store.list("app", None, 10, None)}
     engine.preloader.run_once()
-    assert floors(engine)[-1] is None
+    assert len(engine.heap) == 5
+    after = {alarm.id: alarm for alarm in store.list("app", None, 10, None)}
+    assert after == before
+
+
+def test_an_alarm_inserted_before_the_position_is_read_by_its_id(store, fake_clock):
+    add_due(store, fake_clock, 30, 2_000)
+    engine = make(store, fake_clock)  # part way through them
+    [sooner] = add_due(store, fake_clock, 1, 500)
+    engine.preloader.run_once()
     assert sooner in held_ids(engine)
 
 
-def test_an_alarm_below_the_floor_that_nobody_announced_waits_at_most_one_interval(
+def test_an_alarm_another_process_moved_sooner_is_read_by_the_mark_it_left(
     store, fake_clock, engine
 ):
-    add_due(store, fake_clock, 30, 2_000)
+    [later] = add_due(store, fake_clock, 1, 5_000)
+    while engine.preloader.run_once() == 0.0:
+        pass
+    engine.heap.drain()  # as if it had been read and let go, the position past it
+    alarm = next(a for a in store.list("app", None, 10, None) if a.id == later)
+    store.update("app", alarm.business_id, AlarmChanges(target_ring_at=fake_clock.now_ms() + 800),
+                 fake_clock.now_ms(), actor="app")  # fmt: skip
     engine.preloader.run_once()
-    [unannounced] = add_due(store, fake_clock, 1, 1_500)
-    engine.preloader.run_once()
-    engine.preloader.run_once()
-    assert unannounced not in {claim.id for claim in engine.heap.drain()}
-    fake_clock.advance(INTERVAL_MS - 1)
-    engine.preloader.run_once()
-    assert floors(engine)[-1] is not None  # still the same chain
-    fake_clock.advance(1)
-    engine.preloader.run_once()
-    assert floors(engine)[-1] is None
-    assert unannounced in held_ids(engine)
+    held = engine.heap.drain()
+    assert [(c.id, c.due_ms) for c in held] == [(later, fake_clock.now_ms() + 800)]
+    assert engine.preloader.registry.moves_of(engine.liveness.engine_id or 0)[1] is None
 
 
-def test_claims_given_back_by_a_full_heap_are_looked_for_from_the_start(store, fake_clock):
-    settings = Settings(claim_batch=3, heap_size=4, ring_lanes=1, ring_lead_ms=0)
-    engine = build_engine(settings, store, InMemoryPublisher(), fake_clock)
-    engine.preloader.claims = RecordingClaims(store)
-    add_due(store, fake_clock, 6, 3_000)
+def test_claims_a_full_heap_displaced_are_read_again_when_there_is_room(store, fake_clock):
+    engine = make(store, fake_clock, heap_size=4)
+    first = add_due(store, fake_clock, 6, 3_000)
     while engine.preloader.run_once() == 0.0:
         pass
     assert len(engine.heap) == 4
-    add_due(store, fake_clock, 3, 1_000)  # sooner: they displace three held claims
-    engine.notify_due(fake_clock.now_ms() + 1_000)
-    assert engine.preloader.run_once() == 0.0
+    sooner = add_due(store, fake_clock, 3, 1_000)  # displace three of those held
     engine.preloader.run_once()
-    assert floors(engine)[-1] is None
+    assert {c.id for c in engine.heap.pop_due(fake_clock.now_ms() + 10_000, 10)} == {
+        *sooner,
+        first[0],
+    }
+    while engine.preloader.run_once() == 0.0:
+        pass
+    assert held_ids(engine) == set(first[1:5])  # the displaced, read again, and the next
+
+
+def test_everything_is_read_again_from_the_start_once_a_lease(store, fake_clock, engine):
+    add_due(store, fake_clock, 2, 20_000)
+    engine.preloader.run_once()
+    fake_clock.advance(LEASE_MS - 1)
+    positions(engine).clear()
+    engine.preloader.run_once()
+    assert positions(engine)[0] is not None
+    fake_clock.advance(1)
+    engine.preloader.run_once()
+    assert positions(engine)[-1] is None  # from the start
+    assert engine.preloader.position == (fake_clock.now_ms() + 10_000, 2**63 - 1)
 
 
 def test_alarms_announced_due_soon_share_one_pass_by_the_margin_before_the_first(
@@ -151,7 +169,7 @@ def test_alarms_announced_due_soon_share_one_pass_by_the_margin_before_the_first
     loop.start()
     try:
         fake_clock.wait_for_waiters(1)  # the first pass is done; the loop waits an interval
-        passes = len(floors(engine))
+        passes = len(positions(engine))
         first_in_ms = WAKE_MARGIN_MS + 300
         ids = add_due(store, fake_clock, 2, first_in_ms)  # due at +800 and +900: under a batch
         for i in range(2):
@@ -159,12 +177,11 @@ def test_alarms_announced_due_soon_share_one_pass_by_the_margin_before_the_first
         fake_clock.advance(299)
         # not one pass per alarm: none yet (a loop woken at once would pass within 0.5 s)
         with pytest.raises(AssertionError):
-            eventually(lambda: len(floors(engine)) > passes, 0.5)
+            eventually(lambda: len(positions(engine)) > passes, 0.5)
         fake_clock.advance(1)  # the margin before the first is due
         fake_clock.wait_for_waiters(1)
-        eventually(lambda: len(floors(engine)) == passes + 1)
-        assert floors(engine)[-1] is None  # from the start: they may be below a floor
-        # The pass records its floor before its claims reach the heap.
+        eventually(lambda: len(positions(engine)) == passes + 1)
+        # Read by their ids: they are due before where the reading had got to.
         eventually(lambda: len(engine.heap) >= len(ids))
         assert set(ids) <= held_ids(engine)
     finally:

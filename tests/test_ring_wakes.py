@@ -64,12 +64,12 @@ class FailingOnce(SqlClaimStore):
         self.fail = threading.Event()
         self.failed = False
 
-    def ring_transaction(self):  # type: ignore[no-untyped-def]
+    def ring_transaction(self, owner=0):  # type: ignore[no-untyped-def]
         if not self.failed:
             self.failed = True
             assert self.fail.wait(5)
             raise Unavailable("the database is away")
-        return super().ring_transaction()
+        return super().ring_transaction(owner)
 
 
 def test_claims_a_failed_batch_puts_back_wake_the_loop(store, fake_clock, publisher):

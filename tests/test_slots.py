@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from clock_server.engine.alarm_engine import AlarmEngine
 from clock_server.engine.slot_shares import shares
-from clock_server.model import Claim, NewAlarm
+from clock_server.model import AlarmChanges, Claim, NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
 from clock_server.slot_space import ALL_SLOTS, SlotRange, slot_of
@@ -46,18 +46,18 @@ def test_an_alarm_takes_its_slot_from_its_key_when_it_is_inserted(store: AlarmSt
     assert len(set(slots.values())) > 40  # spread, not one slot
 
 
-def test_a_claim_takes_only_the_alarms_of_the_slots_asked_for(store: AlarmStore):
+def test_a_read_takes_only_the_alarms_of_the_slots_asked_for(store: AlarmStore):
     slots = add(store, 200, NOW + 1_000)
     claims = SqlClaimStore(store)
-    upper = claims.claim_due(NOW + 10_000, NOW + LEASE_MS, 1_000, now_ms=NOW, owner=1, slots=UPPER)
+    upper = claims.load_due(NOW + 10_000, 1_000, now_ms=NOW, slots=UPPER)
     expected = {alarm_id for alarm_id, slot in slots.items() if UPPER.holds(slot)}
     assert {claim.id for claim in upper} == expected and 60 < len(expected) < 140
     assert all(claim.slot == slots[claim.id] for claim in upper)
     assert claims.due_applications(NOW + 10_000, SlotRange(0, 512)) == {
         "app": min(NOW + 1_000 + i for i, a in enumerate(sorted(slots)) if slots[a] < 512)
     }
-    rest = claims.claim_due(NOW + 10_000, NOW + LEASE_MS, 1_000, now_ms=NOW, owner=2)
-    assert {claim.id for claim in rest} == set(slots) - expected  # the rest, all slots asked
+    every = claims.load_due(NOW + 10_000, 1_000, now_ms=NOW)
+    assert {claim.id for claim in every} == set(slots)  # all slots asked
 
 
 def test_an_engine_beats_with_its_slots_and_the_registry_lists_them(store: AlarmStore):
@@ -71,32 +71,21 @@ def test_an_engine_beats_with_its_slots_and_the_registry_lists_them(store: Alarm
     assert (record.slot_from, record.slot_to) == (ALL_SLOTS.start, ALL_SLOTS.stop)
 
 
-def test_an_engine_takes_the_first_tries_of_its_slots_that_another_holds(store: AlarmStore):
+def test_a_move_into_an_engines_slots_marks_that_engine_alone(store: AlarmStore):
     registry = SqlEngineRegistry(store)
-    holder = registry.register("holder", LEASE_MS, NOW)
-    taker = registry.register("taker", LEASE_MS, NOW)
-    slots = add(store, 200, NOW + 5_000)
-    soon = add(store, 50, NOW + 500, prefix="soon")
-    claims = SqlClaimStore(store)
-    held = claims.claim_due(NOW + 10_000, NOW + LEASE_MS, 1_000, now_ms=NOW, owner=holder)
-    assert len(held) == 250
-    # One of the holder's claims failed once: a retry, whose due time is its own.
-    retry = next(c for c in held if c.id in slots and UPPER.holds(c.slot))
-    with claims.ring_transaction() as tx:
-        assert tx.lock_live([retry])
-        tx.schedule_retries([(retry.id, NOW + 6_000)], NOW)
-    claims.claim_due(NOW + 10_000, NOW + LEASE_MS, 1, now_ms=NOW, owner=holder)
-
-    taken = registry.take_slots(UPPER, taker, NOW + 1_000, NOW)
-
-    moved = {a for a, slot in slots.items() if UPPER.holds(slot) and a != retry.id}
-    assert taken == len(moved)
-    rows = {alarm.id: alarm for alarm in store.list("app", None, 1_000, None)}
-    assert all(rows[a].next_try_time == rows[a].target_ring_at for a in moved)
-    again = claims.claim_due(NOW + 10_000, NOW + LEASE_MS, 1_000, now_ms=NOW, owner=taker)
-    # the moved ones, none of the other slots', nor the retry, nor those due within 1 s
-    assert {claim.id for claim in again} == moved
-    assert not set(soon) & {claim.id for claim in again}
+    lower = registry.register("lower", LEASE_MS, NOW, SlotRange(0, 512))
+    upper = registry.register("upper", LEASE_MS, NOW, UPPER)
+    slots = add(store, 40, NOW + 5_000)
+    [(moved_id, _)] = [(a, slot) for a, slot in slots.items() if UPPER.holds(slot)][:1]
+    key = next(a.business_id for a in store.list("app", None, 100, None) if a.id == moved_id)
+    store.update("app", key, AlarmChanges(target_ring_at=NOW + 800), NOW, actor="app")
+    assert registry.moves_of(lower) == (0, None)
+    assert registry.moves_of(upper) == (1, NOW + 800)
+    store.update("app", key, AlarmChanges(target_ring_at=NOW + 900), NOW, actor="app")
+    assert registry.moves_of(upper) == (2, NOW + 800)  # the earliest stays
+    assert not registry.clear_moves(upper, 1)  # read before the second: not cleared
+    assert registry.clear_moves(upper, 2)
+    assert registry.moves_of(upper) == (2, None)
 
 
 def make(store: AlarmStore, clock: SettableClock, name: str) -> AlarmEngine:
@@ -155,15 +144,15 @@ class ShareMovesMidPass(SqlClaimStore):
         super().__init__(store)
         self.during: Callable[[], object] | None = during
 
-    def claim_due(self, *args: Any, **kwargs: Any) -> list[Claim]:
-        claimed = super().claim_due(*args, **kwargs)
+    def load_due(self, *args: Any, **kwargs: Any) -> list[Claim]:
+        claimed = super().load_due(*args, **kwargs)
         if self.during is not None:
             during, self.during = self.during, None
             during()
         return claimed
 
 
-def test_claims_of_a_share_that_moved_while_they_were_claimed_are_given_back(
+def test_alarms_read_from_a_share_that_moved_meanwhile_are_not_held(
     store: AlarmStore, fake_clock: SettableClock
 ):
     start = fake_clock.now_ms()
@@ -179,5 +168,5 @@ def test_claims_of_a_share_that_moved_while_they_were_claimed_are_given_back(
     held = {claim.id for claim in engine.heap.drain()}
     assert held == {a for a, slot in slot_by_id.items() if slot < 512}
     rows = store.list("app", None, 1_000, None)
-    given_back = [a for a in rows if a.id not in held]
-    assert given_back and all(a.next_try_time == a.target_ring_at for a in given_back)
+    left = [a for a in rows if a.id not in held]
+    assert left and all(a.next_try_time == a.target_ring_at for a in left)  # untouched

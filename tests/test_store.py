@@ -14,6 +14,7 @@ from clock_server.errors import Conflict, NotFound, ValidationError
 from clock_server.model import AlarmChanges, NewAlarm
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
+from tests.support import claim_as_before_slots
 
 NOW = 1_700_000_000_000
 
@@ -128,7 +129,7 @@ def test_get_unknown_is_not_found(store: AlarmStore):
 
 def test_update_moves_target_and_drops_the_claim(store: AlarmStore):
     alarm, _ = store.create(new(), NOW)
-    claims = SqlClaimStore(store).claim_due(NOW + 10_000, NOW + 30_000, 10, now_ms=NOW)
+    claims = SqlClaimStore(store).load_due(NOW + 10_000, 10, now_ms=NOW)
     assert [c.id for c in claims] == [alarm.id]
     moved = store.update(
         "app", "b1", AlarmChanges(target_ring_at=NOW + 5_000), NOW + 1, actor="app"
@@ -167,7 +168,7 @@ def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
     assert info.value.status == "cancelled"
     store.create(new("r", target=NOW), NOW)
     claims_store = SqlClaimStore(store)
-    claims = claims_store.claim_due(NOW, NOW + 30_000, 10, now_ms=NOW)
+    claims = claims_store.load_due(NOW, 10, now_ms=NOW)
     with claims_store.ring_transaction() as tx:
         tx.mark_rung([(c.id, NOW) for c in claims], NOW)
     with pytest.raises(Conflict) as info:
@@ -182,14 +183,14 @@ def test_a_ring_batch_locks_only_its_own_rows_on_a_small_table(mariadb_store: Al
     store = mariadb_store
     claims_store = SqlClaimStore(store)
     store.create_many([new(f"l{i:02}", target=NOW) for i in range(60)], NOW)
-    claims = claims_store.claim_due(NOW, NOW + 30_000, 40, now_ms=NOW)
+    claims = claims_store.load_due(NOW, 40, now_ms=NOW)
     done: dict[str, object] = {}
 
     def others() -> None:
         with claims_store.ring_transaction() as lane:
             done["other lane locked"] = len(lane.lock_live(claims[20:]))
         done["cancel"] = store.cancel("app", "l59", NOW, actor="app").status
-        done["claimed"] = len(claims_store.claim_due(NOW, NOW + 30_000, 100, now_ms=NOW))
+        done["claimed"] = len(claims_store.load_due(NOW, 100, now_ms=NOW))
 
     with claims_store.ring_transaction() as holding:
         assert len(holding.lock_live(claims[:20])) == 20
@@ -198,14 +199,15 @@ def test_a_ring_batch_locks_only_its_own_rows_on_a_small_table(mariadb_store: Al
         thread.join(5)
         finished_while_held = dict(done)
     thread.join(60)
-    expected = {"other lane locked": 20, "cancel": "cancelled", "claimed": 19}
+    # a read locks nothing and waits for nothing: the 59 pending, the held ones among them
+    expected = {"other lane locked": 20, "cancel": "cancelled", "claimed": 59}
     assert finished_while_held == expected, "waited on another batch's locks"
 
 
 def test_outcomes_of_a_ring_batch_are_recorded_per_alarm(store: AlarmStore):
     store.create_many([new(f"o{i}", target=NOW) for i in range(7)], NOW)
     claims_store = SqlClaimStore(store)
-    ids = [c.id for c in claims_store.claim_due(NOW, NOW + 30_000, 10, now_ms=NOW)]
+    ids = [c.id for c in claims_store.load_due(NOW, 10, now_ms=NOW)]
     with claims_store.ring_transaction() as tx:
         # three publish groups, each with its own time; one dead, one expired
         tx.mark_rung(
@@ -235,7 +237,7 @@ def test_a_ring_batch_is_freed_when_it_ends_without_waiting_for_the_garbage_coll
     whose pass then pauses every thread of the engine for tens of milliseconds."""
     store.create_many([new(f"g{i}", target=NOW) for i in range(5)], NOW)
     claims_store = SqlClaimStore(store)
-    claims = claims_store.claim_due(NOW, NOW + 30_000, 10, now_ms=NOW)
+    claims = claims_store.load_due(NOW, 10, now_ms=NOW)
     gc.collect()
     gc.disable()
     try:
@@ -264,47 +266,47 @@ def test_list_pages_by_id_with_filters(store: AlarmStore):
     assert [a.business_id for a in store.list(None, "cancelled", 10, None)] == ["b3"]
 
 
-def test_claims_are_exclusive_earliest_first_and_within_the_horizon(store: AlarmStore):
+def test_a_read_is_earliest_first_within_the_horizon_and_writes_nothing(store: AlarmStore):
     for i in range(40):
         store.create(new(f"b{i}", target=NOW + i * 100), NOW)
-    a, b = SqlClaimStore(store), SqlClaimStore(store)
-    first = a.claim_due(NOW + 1_950, NOW + 30_000, 10, now_ms=NOW)
+    before = store.list("app", None, 100, None)
+    claims_store = SqlClaimStore(store)
+    first = claims_store.load_due(NOW + 1_950, 10, now_ms=NOW)
     assert [c.due_ms for c in first] == [NOW + i * 100 for i in range(10)]
-    with ThreadPoolExecutor(2) as pool:
-        got = list(
-            pool.map(lambda s: s.claim_due(NOW + 1_950, NOW + 30_000, 100, now_ms=NOW), [a, b])
-        )
-    ids = [c.id for c in first] + [c.id for batch in got for c in batch]
-    assert len(ids) == len(set(ids)) == 20
-    assert b.claim_due(NOW + 1_950, NOW + 30_000, 100, now_ms=NOW) == []
+    every = claims_store.load_due(NOW + 1_950, 100, now_ms=NOW)
+    assert [c.due_ms for c in every] == [NOW + i * 100 for i in range(20)]
+    assert every[:10] == first  # read again, the same: nothing was taken
+    assert store.list("app", None, 100, None) == before
 
 
-def test_a_claim_from_a_floor_skips_what_is_due_before_it(store: AlarmStore):
+def test_a_read_from_a_position_starts_just_after_it(store: AlarmStore):
     for i in range(6):
         store.create(new(f"b{i}", target=NOW + i * 100), NOW)
+    tie, _ = store.create(new("tie", target=NOW + 300), NOW)  # due with b3, a later id
     claims_store = SqlClaimStore(store)
-    taken = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10, now_ms=NOW, from_ms=NOW + 300)
-    assert [c.due_ms for c in taken] == [NOW + 300, NOW + 400, NOW + 500]  # the floor included
-    rest = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10, now_ms=NOW)
-    assert [c.due_ms for c in rest] == [NOW, NOW + 100, NOW + 200]
+    b3 = store.get("app", "b3")
+    taken = claims_store.load_due(NOW + 1_000, 10, now_ms=NOW, after=(NOW + 300, b3.id))
+    assert (taken[0].due_ms, taken[0].id) == (NOW + 300, tie.id)
+    assert [c.due_ms for c in taken] == [NOW + 300, NOW + 400, NOW + 500]
+    before = claims_store.load_due(NOW + 1_000, 10, now_ms=NOW, after=(NOW + 199, 2**63 - 1))
+    assert [c.due_ms for c in before] == [NOW + 200, NOW + 300, NOW + 300, NOW + 400, NOW + 500]
 
 
-def test_a_claim_for_one_application_takes_only_its_earliest_due(store: AlarmStore):
+def test_a_read_for_one_application_takes_only_its_earliest_due(store: AlarmStore):
     for i in range(4):
         store.create(new(f"a{i}", target=NOW + i * 100, application="a"), NOW)
         store.create(new(f"b{i}", target=NOW + 50 + i * 100, application="b"), NOW)
     claims_store = SqlClaimStore(store)
-    taken = claims_store.claim_due(NOW + 250, NOW + 30_000, 10, now_ms=NOW, application="b")
+    taken = claims_store.load_due(NOW + 250, 10, now_ms=NOW, application="b")
     assert [(c.application, c.due_ms) for c in taken] == [
         ("b", NOW + 50), ("b", NOW + 150), ("b", NOW + 250)
     ]  # fmt: skip
-    assert store.get("b", "b0").next_try_time == NOW + 30_000
-    rest = claims_store.claim_due(NOW + 250, NOW + 30_000, 10, now_ms=NOW)
-    assert [c.application for c in rest] == ["a", "a", "a"]
+    rest = claims_store.load_due(NOW + 250, 10, now_ms=NOW)
+    assert [c.application for c in rest] == ["a", "b", "a", "b", "a", "b"]
 
 
 def test_due_applications_names_each_with_its_earliest_unclaimed_due(store: AlarmStore):
-    store.create(new("a0", target=NOW + 100, application="a"), NOW)
+    a0, _ = store.create(new("a0", target=NOW + 100, application="a"), NOW)
     store.create(new("a1", target=NOW + 700, application="a"), NOW)
     store.create(new("b0", target=NOW + 300, application="b"), NOW)
     store.create(new("c0", target=NOW + 5_000, application="c"), NOW)  # not due by the horizon
@@ -312,54 +314,49 @@ def test_due_applications_names_each_with_its_earliest_unclaimed_due(store: Alar
     store.cancel("d", "d0", NOW, actor="d")  # finished rows do not count
     claims_store = SqlClaimStore(store)
     assert claims_store.due_applications(NOW + 1_000) == {"a": NOW + 100, "b": NOW + 300}
-    claims_store.claim_due(NOW + 200, NOW + 30_000, 10, now_ms=NOW)
+    claims_store.load_due(NOW + 200, 10, now_ms=NOW)  # a read changes nothing
+    assert claims_store.due_applications(NOW + 1_000) == {"a": NOW + 100, "b": NOW + 300}
+    claim_as_before_slots(store, [a0.id], owner=7, lease_until_ms=NOW + 30_000)
     assert claims_store.due_applications(NOW + 1_000) == {"a": NOW + 700, "b": NOW + 300}
 
 
-def test_release_makes_alarms_due_again_at_their_own_time(store: AlarmStore):
+def test_defer_makes_alarms_due_later_and_moves_their_version(store: AlarmStore):
     alarm, _ = store.create(new(target=NOW + 500), NOW)
     claims_store = SqlClaimStore(store)
-    claims = claims_store.claim_due(NOW + 1_000, NOW + 30_000, 10, now_ms=NOW)
-    assert store.get("app", "b1").next_try_time == NOW + 30_000
-    assert claims_store.release(claims, NOW) == 1
-    assert claims_store.release(claims, NOW) == 0  # stale: already given back
-    assert store.get("app", "b1").next_try_time == NOW + 500
-    assert [
-        c.id for c in SqlClaimStore(store).claim_due(NOW + 500, NOW + 30_000, 10, now_ms=NOW)
-    ] == [alarm.id]
+    [claim] = claims_store.load_due(NOW + 1_000, 10, now_ms=NOW)
+    later = claim._replace(due_ms=NOW + 20_000)
+    assert claims_store.defer([later], NOW) == 1
+    assert claims_store.defer([later], NOW) == 0  # stale: its version moved
+    assert store.get("app", "b1").next_try_time == NOW + 20_000
+    assert claims_store.load_due(NOW + 1_000, 10, now_ms=NOW) == []
+    [again] = claims_store.load_due(NOW + 20_000, 10, now_ms=NOW)
+    assert (again.id, again.version) == (alarm.id, claim.version + 1)
 
 
-def test_an_expired_lease_can_be_claimed_by_another_engine(store: AlarmStore):
-    store.create(new(target=NOW), NOW)
-    old = SqlClaimStore(store).claim_due(NOW, NOW + 30_000, 10, now_ms=NOW)
-    survivor = SqlClaimStore(store)
-    assert survivor.claim_due(NOW + 30_000 - 1, NOW + 60_000, 10, now_ms=NOW + 30_000 - 1) == []
-    taken = survivor.claim_due(NOW + 30_000, NOW + 60_000, 10, now_ms=NOW + 30_000)
-    assert [c.due_ms for c in taken] == [NOW + 30_000]
-    with survivor.ring_transaction() as tx:
-        assert tx.lock_live(old) == []
-        assert [r.id for r in tx.lock_live(taken)] == [taken[0].id]
-
-
-def test_a_claim_whose_lease_has_not_ended_is_left_to_its_engine(store: AlarmStore):
-    """Its lease's end falls within the next scan's window long before the lease ends: taken
-    then, it would ring at that end, not when due."""
-    store.create(new(target=NOW), NOW)
+def test_an_alarm_a_release_before_slots_claimed_is_read_once_its_lease_ended(
+    store: AlarmStore,
+):
+    """Its lease's end falls within a window long before the lease ends: read then, it would
+    ring at that end, not when due."""
+    alarm, _ = store.create(new(target=NOW), NOW)
     store.create(new(business_id="b2", target=NOW + 5_000), NOW)
     claims = SqlClaimStore(store)
-    held = claims.claim_due(NOW, NOW + 30_000, 10, now_ms=NOW, owner=1)
+    [old] = claims.load_due(NOW, 10, now_ms=NOW)
+    claim_as_before_slots(store, [alarm.id], owner=7, lease_until_ms=NOW + 30_000)
     later = NOW + 25_000  # the lease ends within a 10 s window from here
-    taken = claims.claim_due(later + 10_000, later + 30_000, 10, now_ms=later, owner=1)
-    assert [c.due_ms for c in taken] == [NOW + 5_000]  # b2, never claimed, is taken
-    assert claims.claim_due(later + 10_000, later + 30_000, 10, now_ms=later, owner=1) == []
-    ended = claims.claim_due(NOW + 30_000, NOW + 60_000, 10, now_ms=NOW + 30_000, owner=2)
-    assert [(c.id, c.due_ms) for c in ended] == [(held[0].id, NOW + 30_000)]
+    assert [c.due_ms for c in claims.load_due(later + 10_000, 10, now_ms=later)] == [NOW + 5_000]
+    assert claims.load_due(NOW + 30_000 - 1, 10, now_ms=NOW + 30_000 - 1)[0].due_ms == NOW + 5_000
+    ended = claims.load_due(NOW + 30_000, 10, now_ms=NOW + 30_000)
+    assert [(c.id, c.due_ms) for c in ended][-1] == (alarm.id, NOW + 30_000)
+    with claims.ring_transaction() as tx:
+        assert tx.lock_live([old]) == []  # its version moved with the claim
+        assert alarm.id in [r.id for r in tx.lock_live(ended)]
 
 
 def test_retry_bookkeeping(store: AlarmStore):
     store.create(new(target=NOW), NOW)
     claims_store = SqlClaimStore(store)
-    claims = claims_store.claim_due(NOW, NOW + 30_000, 10, now_ms=NOW)
+    claims = claims_store.load_due(NOW, 10, now_ms=NOW)
     with claims_store.ring_transaction() as tx:
         tx.schedule_retries([(claims[0].id, NOW + 800)], NOW)
     alarm = store.get("app", "b1")
@@ -372,5 +369,6 @@ def test_count_overdue_sees_only_unclaimed_pending_alarms(store: AlarmStore):
     store.create(new("soon", target=NOW + 10_000), NOW)
     store.create(new("gone", target=NOW - 10_000), NOW)
     store.cancel("app", "gone", NOW, actor="app")
-    SqlClaimStore(store).claim_due(NOW - 15_000, NOW + 30_000, 10, now_ms=NOW)
+    claimed = store.get("app", "claimed")
+    claim_as_before_slots(store, [claimed.id], owner=7, lease_until_ms=NOW + 30_000)
     assert store.count_overdue(NOW) == 1

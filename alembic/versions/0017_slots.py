@@ -1,5 +1,5 @@
 """slots: clock.slot, where an alarm lies among the slots engines share, and each engine's
-slots in clock_engine
+slots in clock_engine, with the moves others made into them
 
 An engine owns a contiguous range of the 1,024 slots and claims only their alarms, so that
 engines share the work in equal parts and the console can show each one's share. New alarms
@@ -30,6 +30,8 @@ def upgrade() -> None:
     with op.batch_alter_table("clock_engine") as batch:
         batch.add_column(sa.Column("slot_from", sa.Integer(), nullable=False, server_default="0"))
         batch.add_column(sa.Column("slot_to", sa.Integer(), nullable=False, server_default="0"))
+        batch.add_column(sa.Column("moves", sa.BigInteger(), nullable=False, server_default="0"))
+        batch.add_column(sa.Column("moved_from", sa.BigInteger(), nullable=True))
     # Only the alarms an engine has still to claim or answer for: the others' slot is unread.
     op.execute(
         f"UPDATE clock SET slot = id % {SLOTS} WHERE status IN ('pending', 'delivering')"
@@ -38,6 +40,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("clock_engine") as batch:
+        batch.drop_column("moved_from")
+        batch.drop_column("moves")
         batch.drop_column("slot_to")
         batch.drop_column("slot_from")
     with op.batch_alter_table("clock") as batch:

@@ -130,7 +130,7 @@ class AlarmEngine:
         due, one pass then claims the alarms of many creates, not of one each."""
         if due_ms > self.clock.now_ms() + self._wake_horizon_ms:
             return
-        self.preloader.rescan()
+        # The pass finds it by its id (a new alarm) or by the mark its move left (store.moves).
         self.preload_waker.wake_by(due_ms - WAKE_MARGIN_MS)
 
     def stop(self, deadline: Deadline) -> None:
@@ -215,21 +215,12 @@ class AlarmEngine:
             pass
 
     def _give_back(self) -> None:
+        """Drop what the heap holds: nothing was written to it, and the engines that share
+        this one's slots once it has left the registry read them."""
         held = self.heap.drain()
-        try:
-            released = self.claims.release(held, self.clock.now_ms())
-        except Exception:
-            log.exception(
-                "could not give back %d claims; another engine takes them over once this one "
-                "is silent",
-                len(held),
-                extra={"action": "release_failed"},
-            )
-            return
         self._gave_back = True
         log.info(
-            "engine stopped; gave back %d of %d claims",
-            released,
+            "engine stopped; left %d alarms it held to the other engines",
             len(held),
             extra={"action": "engine_stopped"},
         )

@@ -89,7 +89,7 @@ class Channels:
     def call(
         self,
         handed: Sequence[tuple[RingRow, int]],
-        versions: Mapping[int, int],
+        claims: Mapping[int, Claim],
         routes: Mapping[str, Route],
         late_from: Mapping[int, int],
     ) -> None:
@@ -99,7 +99,13 @@ class Channels:
         committed the hand-off (their record waits on the rows' locks)."""
         calls = [
             (
-                WebhookCall(row, versions[row.id] + 1, at_ms, late_from[row.id]),
+                WebhookCall(
+                    row,
+                    claims[row.id].version + 1,
+                    at_ms,
+                    late_from[row.id],
+                    claims[row.id].slot,
+                ),
                 routes[row.application].policy,
             )
             for row, at_ms in handed

@@ -111,9 +111,9 @@ class DeliveringHandOff:
             self.channels.hand_off(tx, handed.delivered, self.clock.now_ms(), batch.routes)
             if self.calls:
                 # Only a batch with webhook calls needs the versions that fence their answers.
-                versions = {claim.id: claim.version for claim in batch.claims}
+                by_id = {claim.id: claim for claim in batch.claims}
                 late_from = {row.id: self._late_from(row, batch) for row, _ in handed.delivered}
-                self.channels.call(handed.delivered, versions, batch.routes, late_from)
+                self.channels.call(handed.delivered, by_id, batch.routes, late_from)
         return handed
 
     def _late_from(self, row: RingRow, batch: Batch) -> int:

@@ -20,6 +20,8 @@ from clock_server.slot_space import ALL_SLOTS, SlotRange
 # pause the engine's threads for tens of milliseconds (finding 47).
 _Held = tuple[int, int, int, str, int]
 _DUE: Final = 0
+_ID: Final = 1
+_VERSION: Final = 2
 _APP: Final = 3
 _SLOT: Final = 4
 _as_claims = Claim._make
@@ -44,6 +46,11 @@ class ClaimHeap:
     are due than a batch takes (a backlog), each application with due claims gets its share
     of the batch instead of the earliest due taking all of it: one application's burst does
     not hold back another's alarms for the length of its drain.
+
+    It holds one claim per alarm: pushed again, an alarm is kept at its newer version and
+    dropped at the same or an older one, so that reading an alarm twice rings it once. The
+    earliest due time of the claims it displaced is kept for the preloader, which reads the
+    database again from there (`take_displaced_from`).
     """
 
     def __init__(self, capacity: int) -> None:
@@ -52,6 +59,8 @@ class ClaimHeap:
         self.capacity = capacity
         self._items: SortedList = SortedList()
         self._by_app: dict[str, SortedList] = {}
+        self._by_id: dict[int, _Held] = {}
+        self._displaced_from: int | None = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -113,14 +122,26 @@ class ClaimHeap:
                     outside = [claim for claim in claims if not owned.holds(claim.slot)]
                     claims = [claim for claim in claims if owned.holds(claim.slot)]
             head_before = self._items[0][_DUE] if self._items else None
+            by_id = self._by_id
             for claim in claims:
+                known = by_id.get(claim.id)
+                if known is not None:
+                    if known[_VERSION] >= claim.version:
+                        continue
+                    self._items.remove(known)
+                    self._forget(known)
                 held = cast(_Held, tuple(claim))
                 self._items.add(held)
                 self._app_list(claim.application).add(held)
+                by_id[claim.id] = held
                 if len(self._items) > self.capacity:
                     latest = self._displace_from_largest() if shared else self._items.pop()
                     self._forget(latest)
                     displaced.append(latest)
+            if displaced:
+                earliest = min(held[_DUE] for held in displaced)
+                if self._displaced_from is None or earliest < self._displaced_from:
+                    self._displaced_from = earliest
             head_after = self._items[0][_DUE] if self._items else None
         moved = head_after is not None and (head_before is None or head_after < head_before)
         return PushResult(_claims(displaced), moved, outside)
@@ -157,6 +178,7 @@ class ClaimHeap:
                     del self._by_app[application]
                 for held in share:
                     self._items.remove(held)
+                    del self._by_id[held[_ID]]
                 taken.extend(share)
         return _claims(taken)
 
@@ -174,12 +196,19 @@ class ClaimHeap:
                 self._forget(held)
         return _claims(moved)
 
+    def take_displaced_from(self) -> int | None:
+        """The earliest due time of the claims displaced since the last call, if any."""
+        with self._lock:
+            earliest, self._displaced_from = self._displaced_from, None
+        return earliest
+
     def drain(self) -> list[Claim]:
         """Remove and return everything (at shutdown, to hand the claims back)."""
         with self._lock:
             taken = _claims(self._items)
             self._items.clear()
             self._by_app.clear()
+            self._by_id.clear()
         return taken
 
     def _pop_first(self, count: int) -> list[_Held]:
@@ -188,8 +217,10 @@ class ClaimHeap:
         taken = list(self._items.islice(0, count))
         del self._items[:count]
         per_app: dict[str, int] = {}
+        by_id = self._by_id
         for held in taken:
             per_app[held[_APP]] = per_app.get(held[_APP], 0) + 1
+            del by_id[held[_ID]]
         for application, taken_of_app in per_app.items():
             own = self._by_app[application]
             del own[:taken_of_app]
@@ -210,10 +241,13 @@ class ClaimHeap:
         return latest
 
     def _forget(self, held: _Held) -> None:
+        """Out of the application's list and the index by id (the caller took it out of the
+        list by due time)."""
         own = self._by_app[held[_APP]]
         own.remove(held)
         if not own:
             del self._by_app[held[_APP]]
+        del self._by_id[held[_ID]]
 
 
 def _bound(now_ms: int) -> _Held:

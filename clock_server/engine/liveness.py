@@ -1,18 +1,18 @@
-"""The engine's heartbeat, and taking over the claims of engines that fell silent.
+"""The engine's heartbeat, its share of the slots, and taking over engines that fell silent.
 
 Every engine beats in the registry each CLOCK_HEARTBEAT_S. One silent for longer than
-CLOCK_ENGINE_DEAD_AFTER_S is declared dead by the first live engine to notice, which gives
-its claims back at once, so they ring within seconds of the death instead of at the end of
-their lease. The row versions fence a dead engine that was only stalled: a claim given back
-changes its version, so the stalled engine's ring batch no longer finds it live. When the
-stalled engine beats again it learns it was declared dead, drops what it held and joins
-again under a new id.
+CLOCK_ENGINE_DEAD_AFTER_S is declared dead by the first live engine to notice; the live
+engines then share its slots among them and read them from the start, so its alarms ring
+within seconds of the death. What it had handed to a webhook and not yet recorded is given
+back, due now. When an engine that was only stalled beats again it learns it was declared
+dead, drops what it held and joins again under a new id; in the meantime the row locks and
+versions keep it from ringing anything twice (store.row_locks).
 
 The same step keeps this engine's share of the slots (engine.slot_shares) in line with the
-registry. When engines come or go, an engine that lost slots gives back its claims of them
-due more than a heartbeat from now, and one that gained slots takes the first tries of them
-that other engines hold, due as far off. The claims due sooner ring where they are, so no
-alarm waits while the engines' views of the registry differ by up to a heartbeat.
+registry. When engines come or go, an engine drops from its heap the alarms of the slots it
+lost due more than a heartbeat from now, and reads its new share from the start. Those due
+sooner ring where they are, so no alarm waits while the engines' views of the registry
+differ by up to a heartbeat; an alarm both engines hold rings once, under its row lock.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.slot_shares import SlotShare, share_of
 from clock_server.metrics import Metrics
-from clock_server.model import Claim, EngineRecord
+from clock_server.model import EngineRecord
 from clock_server.slot_space import SLOTS
-from clock_server.store.ports import ClaimStore, EngineRegistry
+from clock_server.store.ports import EngineRegistry
 from clock_server.timesource import Clock
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ class Liveness:
     def __init__(
         self,
         registry: EngineRegistry,
-        claims: ClaimStore,
         heap: ClaimHeap,
         clock: Clock,
         metrics: Metrics,
@@ -51,9 +50,11 @@ class Liveness:
         dead_after_s: float,
         on_claims_returned: Callable[[], None],
         share: SlotShare | None = None,
+        on_share_moved: Callable[[], None] | None = None,
     ) -> None:
+        """`on_claims_returned`: alarms were made due again (a takeover); `on_share_moved`:
+        this engine's share of the slots moved, or it joined again: read them afresh."""
         self.registry = registry
-        self.claims = claims
         self.heap = heap
         self.clock = clock
         self.metrics = metrics
@@ -63,11 +64,11 @@ class Liveness:
         self.dead_after_ms = int(dead_after_s * 1000)
         self.on_claims_returned = on_claims_returned
         self.share = share or SlotShare()
+        self.on_share_moved = on_share_moved or on_claims_returned
         self.engine_id: int | None = None  # the registry id this engine's claims carry
         self._id_lock = threading.Lock()  # held while claiming under the id and changing it
         # When this engine may judge others again; None while its own beats fail.
         self._judges_from_ms: int | None = 0
-        self._dropped: list[Claim] = []  # fenced: claims dropped from the heap, to give back
 
     @contextlib.contextmanager
     def claiming(self) -> Iterator[int]:
@@ -99,7 +100,6 @@ class Liveness:
         except Exception:
             self._judges_from_ms = None
             raise
-        self._give_back_dropped(now_ms)
         if self._judges_from_ms is None:
             # Back after its own beats failed (most likely the database was away for every
             # engine): the others need a chance to beat again before they are taken for dead.
@@ -116,7 +116,8 @@ class Liveness:
 
     def _keep_share(self, engines: list[EngineRecord], now_ms: int) -> None:
         """Own this engine's share of the slots among the live `engines`; when it changed,
-        give back or take the claims that moved, those due after a heartbeat from now."""
+        drop the alarms of lost slots due after a heartbeat from now and read the new share
+        from the start."""
         if self.engine_id is None:
             return
         live = [record.id for record in engines if record.dead_at is None]
@@ -125,17 +126,17 @@ class Liveness:
         self.metrics.slots_owned.set(new.size)
         if old is None:
             return
-        handover_ms = now_ms + int(self.heartbeat_s * 1000)
-        # After the move: a preload pass that claimed from the old share holds only what
-        # the new one keeps (ClaimHeap.push_many), or held it before this takes it out.
-        lost = self.heap.take_outside(new, handover_ms)
-        given = self.claims.release(lost, now_ms) if lost else 0
-        taken = self.registry.take_slots(new, self.engine_id, handover_ms, now_ms)
+        # In the registry at once, so that others' moves into the new slots mark this engine
+        # (store.moves) from before it reads them.
+        self.registry.heartbeat(self.engine_id, now_ms, new)
+        # After the move: a preload pass that read from the old share holds only what the new
+        # one keeps (ClaimHeap.push_many), or held it before this takes it out.
+        lost = self.heap.take_outside(new, now_ms + int(self.heartbeat_s * 1000))
         self.metrics.heap_size.set(len(self.heap))
-        self.on_claims_returned()  # claim from the new range at once
+        self.on_share_moved()
         log.info(
-            "engine %s owns slots %d-%d of %d, one of %d live engines; was %d-%d: gave back %d "
-            "claims, took %d",
+            "engine %s owns slots %d-%d of %d, one of %d live engines; was %d-%d: left %d "
+            "alarms to the others",
             self.instance_id,
             new.start,
             new.stop - 1,
@@ -143,8 +144,7 @@ class Liveness:
             len({*live, self.engine_id}),
             old.start,
             old.stop - 1,
-            given,
-            taken,
+            len(lost),
             extra={"action": "slots_moved"},
         )
 
@@ -162,7 +162,9 @@ class Liveness:
         return max(step_at_ms - now_ms, 1) / 1000
 
     def _join_locked(self, now_ms: int) -> None:
-        self.engine_id = self.registry.register(self.instance_id, self.lease_ms, now_ms)
+        self.engine_id = self.registry.register(
+            self.instance_id, self.lease_ms, now_ms, self.share.current()
+        )
         log.info(
             "engine %s joined as %d",
             self.instance_id,
@@ -177,42 +179,24 @@ class Liveness:
             self._rejoin(now_ms)
 
     def _rejoin(self, now_ms: int) -> None:
-        """Declared dead while alive (stalled, or cut off from the database): what the heap
-        holds may have been taken over, so drop it and join again under a new id; what is
-        still ours is given back next (`_give_back_dropped`)."""
+        """Declared dead while alive (stalled, or cut off from the database): its slots went
+        to the others, so drop what the heap holds, join again under a new id, and read
+        its share, whatever it is now, from the start."""
         with self._id_lock:
             old_id = self.engine_id
             self._join_locked(now_ms)
             held = self.heap.drain()
-            self._dropped += held
         self.metrics.fenced.inc()
         self.metrics.heap_size.set(len(self.heap))
+        self.on_share_moved()
         log.error(
-            "engine %s was declared dead as %s and joined again as %s: dropped %d claims, "
-            "and gives back those still its own",
+            "engine %s was declared dead as %s and joined again as %s: dropped %d alarms",
             self.instance_id,
             old_id,
             self.engine_id,
             len(held),
             extra={"action": "engine_fenced"},
         )
-
-    def _give_back_dropped(self, now_ms: int) -> None:
-        """Give back the claims dropped when this engine found itself declared dead. The
-        release can fail, a deadlock with a ring batch resuming beside it or the database
-        away: the claims are kept and tried again at the next step, not left to their lease."""
-        if not self._dropped:
-            return
-        released = self.claims.release(self._dropped, now_ms)
-        dropped, self._dropped = len(self._dropped), []
-        log.info(
-            "gave back %d of the %d claims dropped when declared dead; the rest had moved on",
-            released,
-            dropped,
-            extra={"action": "fenced_claims_given_back"},
-        )
-        if released:
-            self.on_claims_returned()
 
     def _take_over(self, dead: EngineRecord, now_ms: int) -> None:
         taken = self.registry.take_over(dead, now_ms)
@@ -226,7 +210,8 @@ class Liveness:
             self.metrics.engines_dead.inc()
         if taken.released or finished:
             log.warning(
-                "engine %s (%d) silent for %d ms: took over %d of its claims, %d still held",
+                "engine %s (%d) silent for %d ms: declared dead, its slots shared among the "
+                "live engines; gave back %d of its alarms, %d still held",
                 dead.instance_id,
                 dead.id,
                 now_ms - dead.heartbeat_at,

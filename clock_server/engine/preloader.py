@@ -1,38 +1,53 @@
-"""The preload step: claim the alarms due within the window into the in-memory heap."""
+"""The preload step: read the alarms of this engine's slots due within the window into the
+in-memory heap, without writing to them."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Callable
 
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.loop import Waker
+from clock_server.engine.new_rows import NewRows
 from clock_server.metrics import Metrics
 from clock_server.model import Claim
 from clock_server.slot_space import ALL_SLOTS, SlotRange
-from clock_server.store.ports import ClaimStore
+from clock_server.store.ports import ClaimStore, EngineRegistry, Position
 from clock_server.timesource import Clock
 
-log = logging.getLogger(__name__)
+# How many alarms inserted since the last look one pass reads by id at most.
+NEW_ROWS_BATCH = 10_000
+# How long an id missing below the newest seen is looked for again. A create's transaction
+# commits within milliseconds of its insert, and most gaps never become rows (a create of a
+# known key), so a longer time would mostly cost each pass a longer list of ids; an insert
+# slower than this is found by the reading from the start, once a lease.
+GAP_TTL_MS = 5_000
+_LAST_ID = 2**63 - 1
 
 
 class Preloader:
-    """Claims pending alarms due before now + window, earliest first, as far as the heap allows,
-    each under the engine id that `claiming()` gives (engine.liveness).
+    """Reads the pending alarms of this engine's slots due before now + window, earliest
+    first, as far as the heap allows. Nothing is written: the slots are this engine's alone
+    (engine.slot_shares), and each ring transaction locks its rows and checks their versions.
 
-    A pass whose batch came back full is followed at once by another, which starts its scan
-    at the due time where the last one stopped (the scan floor) instead of walking again the
-    entries the claims before it left behind. Rows can still appear below the floor: a new or
-    moved alarm (the engine calls rescan()), claims given back, rows another transaction held
-    when the scan passed. So the floor is dropped after every wait, after claims are given
-    back, on rescan(), and at the latest one interval after a scan from the start.
+    The reading goes once through the alarms in (due time, id) order and remembers where it
+    got to (the position): what lies before it is in the heap, rang, or went elsewhere. Three
+    ways bring an alarm due before the position to the heap:
+    - one inserted since: every pass reads the ids inserted since its last look, and the gaps
+      among them (engine.new_rows);
+    - one another process made due sooner (a PATCH, a re-drive, a count reached, a
+      takeover): that process marks this engine's registry row in the same transaction
+      (store.moves), and the next pass reads again from that time;
+    - one of this engine's own: a retry or an alarm held back goes back to the heap, and the
+      claims a full heap displaced are read again from the earliest of them.
+    The engine's share of the slots changing (`restart`), and every lease as the backstop,
+    the reading starts again from the start; the heap keeps one claim per alarm.
 
     While the heap is full of a backlog (its head overdue by `backlog_ms`), a pass instead
-    claims the due alarms of the applications that hold less than an equal part of the heap,
-    each application's earliest first, and makes room for them by giving back the latest of
+    reads the due alarms of the applications that hold less than an equal part of the heap,
+    each application's earliest first, and makes room for them by displacing the latest of
     the application holding the most: one application's backlog, however large, does not
     keep the others' alarms out of the heap. The first such pass comes as soon as the full
     heap's head is that overdue, not at the next interval.
@@ -41,23 +56,26 @@ class Preloader:
     def __init__(
         self,
         claims: ClaimStore,
+        registry: EngineRegistry,
         heap: ClaimHeap,
         clock: Clock,
         ring_waker: Waker,
         metrics: Metrics,
         claiming: Callable[[], contextlib.AbstractContextManager[int]],
         *,
-        slots: Callable[[], SlotRange] = lambda: ALL_SLOTS,
         window_ms: int,
         interval_s: float,
         lease_ms: int,
         batch: int,
         backlog_ms: int = 100,
+        slots: Callable[[], SlotRange] = lambda: ALL_SLOTS,
     ) -> None:
-        """`backlog_ms`: `RingTuning.backlog_ms`; `slots`: the slots this engine owns now."""
+        """`claiming`: this engine's registry id (engine.liveness); `backlog_ms`:
+        `RingTuning.backlog_ms`; `slots`: the slots this engine owns now."""
         self.claims = claims
-        self.slots = slots
+        self.registry = registry
         self.backlog_ms = backlog_ms
+        self.slots = slots
         self.heap = heap
         self.clock = clock
         self.ring_waker = ring_waker
@@ -67,16 +85,22 @@ class Preloader:
         self.interval_s = interval_s
         self.lease_ms = lease_ms
         self.batch = batch
-        self._floor_ms: int | None = None
-        self._floor_until_ms = 0
-        self._rescan = threading.Event()
+        self._position: Position | None = None  # None: from the start
+        self._new: NewRows | None = None
+        self._restart_at_ms: int | None = None  # the backstop's next reading from the start
+        self._restart = threading.Event()
 
-    def rescan(self) -> None:
-        """Make the next pass scan from the start: an alarm may have become due below the floor."""
-        self._rescan.set()
+    def restart(self) -> None:
+        """Make the next pass read from the start: the engine's share of the slots moved."""
+        self._restart.set()
+
+    @property
+    def position(self) -> Position | None:
+        """Where the reading has got to; None when the next pass starts from the start."""
+        return self._position
 
     def run_once(self) -> float:
-        """One claim pass; returns seconds until the next (0 when the batch came back full)."""
+        """One pass; returns seconds until the next (0 when a read came back full)."""
         # Real time, not the Clock's: how long the pass took, for clock_preload_duration.
         started = time.perf_counter()
         try:
@@ -86,48 +110,83 @@ class Preloader:
 
     def _pass(self) -> float:
         now_ms = self.clock.now_ms()
-        from_ms = self._scan_floor(now_ms)
+        self._restart_when_due(now_ms)
+        with self.claiming() as engine_id:
+            self._read_moves(engine_id)
+            slots = self.slots()
+            more_new = self._read_new(now_ms, slots)
+            wait_s = self._read_due(now_ms, slots)
+        self._read_again_displaced()
+        return 0.0 if more_new else wait_s
+
+    def _restart_when_due(self, now_ms: int) -> None:
+        if self._restart_at_ms is None:
+            self._restart_at_ms = now_ms + self.lease_ms
+        if self._restart.is_set() or now_ms >= self._restart_at_ms:
+            self._restart.clear()  # before the reading: a restart asked during it counts
+            self._position = None
+            self._restart_at_ms = now_ms + self.lease_ms
+
+    def _read_again_from(self, due_ms: int) -> None:
+        """Alarms due from `due_ms` on may be missing from the heap: read them again."""
+        if self._position is not None and self._position >= (due_ms, 0):
+            self._position = (due_ms - 1, _LAST_ID)
+
+    def _read_moves(self, engine_id: int) -> None:
+        moves, moved_from = self.registry.moves_of(engine_id)
+        if moved_from is None:
+            return
+        self._read_again_from(moved_from)
+        # Cleared once read again; a move marked meanwhile fails the clearing, and the next
+        # pass reads from its time too.
+        self.registry.clear_moves(engine_id, moves)
+
+    def _read_new(self, now_ms: int, slots: SlotRange) -> bool:
+        """Hold the alarms inserted since the last look that are due before the position;
+        True when there are more to look at."""
+        if self._new is None:
+            # What is already there, the reading from the start finds.
+            self._new = NewRows(self.claims.newest_id(), gap_ttl_ms=GAP_TTL_MS)
+            return False
+        ids, found = self.claims.load_new(
+            self._new.after_id, self._new.gaps(), NEW_ROWS_BATCH, now_ms=now_ms
+        )
+        self._new.saw(ids, now_ms)
+        position = self._position
+        if position is not None:
+            early = [c for c in found if slots.holds(c.slot) and (c.due_ms, c.id) <= position]
+            if early:
+                self._hold(early)
+        return len(ids) >= NEW_ROWS_BATCH
+
+    def _read_due(self, now_ms: int, slots: SlotRange) -> float:
         horizon_ms = now_ms + self.window_ms
         limit = min(self.heap.free(), self.batch)
-        wait_s = self.interval_s
         if limit == 0:
             if self._backlogged(now_ms):
-                self._share(now_ms, horizon_ms)
+                self._share(now_ms, horizon_ms, slots)
                 return self.interval_s
-            wait_s = self._until_backlogged_s(now_ms)
-            # Full: only alarms due sooner than the latest held one are worth a swap.
-            latest = self.heap.latest_due_ms()
-            if latest is None:
-                return wait_s
-            horizon_ms = min(horizon_ms, latest - 1)
-            limit = self.batch
-        lease_until_ms = now_ms + self.lease_ms
-        with self.claiming() as owner:
-            claimed = self.claims.claim_due(
-                horizon_ms, lease_until_ms, limit, now_ms=now_ms, from_ms=from_ms, owner=owner,
-                slots=self.slots(),
-            )  # fmt: skip
-            if claimed:
-                self._hold(claimed, now_ms)
-        if len(claimed) < limit:
-            self._floor_ms = None
-            return wait_s
-        if from_ms is None:
-            self._floor_until_ms = now_ms + int(self.interval_s * 1000)
-        self._floor_ms = max(claim.due_ms for claim in claimed)
+            return self._until_backlogged_s(now_ms)
+        loaded = self.claims.load_due(
+            horizon_ms, limit, now_ms=now_ms, after=self._position, slots=slots
+        )
+        if loaded:
+            self._hold(loaded)
+        if len(loaded) < limit:
+            self._position = (horizon_ms, _LAST_ID)
+            return self.interval_s
+        last = loaded[-1]
+        self._position = (last.due_ms, last.id)
         return 0.0
 
-    def _scan_floor(self, now_ms: int) -> int | None:
-        if self._rescan.is_set():  # cleared before the scan: a rescan asked during it counts
-            self._rescan.clear()
-            self._floor_ms = None
-        elif now_ms >= self._floor_until_ms:
-            self._floor_ms = None
-        return self._floor_ms
+    def _read_again_displaced(self) -> None:
+        displaced_from = self.heap.take_displaced_from()
+        if displaced_from is not None:
+            self._read_again_from(displaced_from)
 
     def _until_backlogged_s(self, now_ms: int) -> float:
         """With the heap full: the interval, or less when its head falls a backlog behind
-        before then. Other applications' alarms due after the latest held are claimed only
+        before then. Other applications' alarms due after the latest held are read only
         once it does (`_share`); a full interval later, they were already late."""
         head_ms = self.heap.next_due_ms()
         if head_ms is None:
@@ -138,9 +197,8 @@ class Preloader:
         head_ms = self.heap.next_due_ms()
         return head_ms is not None and head_ms < now_ms - self.backlog_ms
 
-    def _share(self, now_ms: int, horizon_ms: int) -> None:
+    def _share(self, now_ms: int, horizon_ms: int, slots: SlotRange) -> None:
         held = self.heap.held_per_application()
-        slots = self.slots()
         due = self.claims.due_applications(horizon_ms, slots)
         if not due:
             return
@@ -149,27 +207,18 @@ class Preloader:
         if not wanting:
             return
         each = max(self.batch // len(wanting), 1)
-        lease_until_ms = now_ms + self.lease_ms
-        with self.claiming() as owner:
-            for application, room in wanting.items():
-                claimed = self.claims.claim_due(
-                    horizon_ms, lease_until_ms, min(each, room), owner=owner,
-                    application=application, now_ms=now_ms, slots=slots,
-                )  # fmt: skip
-                if claimed:
-                    self._hold(claimed, now_ms, shared=True)
+        for application, room in wanting.items():
+            # From the application's earliest: those already held are read again and kept once.
+            loaded = self.claims.load_due(
+                horizon_ms, held.get(application, 0) + min(each, room), now_ms=now_ms,
+                application=application, slots=slots,
+            )  # fmt: skip
+            if loaded:
+                self._hold(loaded, shared=True)
 
-    def _hold(self, claimed: list[Claim], now_ms: int, shared: bool = False) -> None:
-        result = self.heap.push_many(claimed, shared, self.slots)
-        self.metrics.claimed.inc(len(claimed))
+    def _hold(self, loaded: list[Claim], shared: bool = False) -> None:
+        result = self.heap.push_many(loaded, shared, self.slots)
+        self.metrics.claimed.inc(len(loaded))
         self.metrics.heap_size.set(len(self.heap))
         if result.head_moved_earlier:
             self.ring_waker.wake()
-        if result.outside:  # claimed from a share that moved meanwhile (engine.liveness)
-            self.metrics.released.inc(self.claims.release(result.outside, now_ms))
-        if result.displaced:
-            self._rescan.set()  # given back at their own due times, below the floor
-            released = self.claims.release(result.displaced, now_ms)
-            self.metrics.released.inc(released)
-            log.debug("heap full: gave back %d later claims", len(result.displaced),
-                      extra={"action": "claims_displaced"})  # fmt: skip

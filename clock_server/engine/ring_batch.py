@@ -62,8 +62,11 @@ class BatchRinger:
         on_pushed_back: Callable[[], None],
         channels: Channels | None = None,
         on_dead: Callable[[], None] | None = None,
+        engine_id: Callable[[], int] = lambda: 0,
     ) -> None:
+        """`engine_id`: this engine's registry id now, which its rings and calls carry."""
         self.claims = claims
+        self.engine_id = engine_id
         self.heap = heap
         self.clock = clock
         self.metrics = metrics
@@ -98,8 +101,8 @@ class BatchRinger:
         retries: dict[str, RetryPolicy],
     ) -> None:
         try:
-            with self.claims.ring_transaction() as tx:
-                died, held = self._ring_locked(tx, due, since_ms, plan, routes, retries)
+            with self.claims.ring_transaction(self.engine_id()) as tx:
+                died, held, again = self._ring_locked(tx, due, since_ms, plan, routes, retries)
         except Unavailable as error:
             # Nothing was recorded; keep the claims and try again shortly. A batch that was
             # already published is then published again (consumers deduplicate by message_id).
@@ -109,6 +112,8 @@ class BatchRinger:
             retry_at = self.clock.now_ms() + self.tuning.db_retry_ms
             self._push_back(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
             return
+        if again:
+            self._push_back(again)
         if held:
             self._hold(held, due)
         elif self.hand_offs.amqp.is_healthy():
@@ -125,10 +130,12 @@ class BatchRinger:
         plan: LaneBatch,
         routes: dict[str, Route],
         retries: dict[str, RetryPolicy],
-    ) -> tuple[int, list[RingRow]]:
-        """Lock, hand off and record `due`; returns how many alarms died, and the rows the
-        broker could not take, to hold."""
+    ) -> tuple[int, list[RingRow], list[Claim]]:
+        """Lock, hand off and record `due`; returns how many alarms died, the rows the
+        broker could not take, to hold, and the claims to hold again: the retries, and those
+        not found live but still pending (`_not_live`)."""
         live = tx.lock_live(due)
+        again = self._not_live(tx, due, live)
         lead_before = self.lead.ms
         lead_ms = self.lead.observe(self.clock.now_ms() - since_ms)
         if lead_ms != lead_before:  # the gauge is a file write in multi-process mode
@@ -149,7 +156,24 @@ class BatchRinger:
         died = self.outcomes.record(
             tx, confirmed, handed.expired, handed.delivered, due_at, retries, webhooks, channel_of
         )
-        return died, handed.held
+        return died, handed.held, again + _retried(tx.retried, due)
+
+    def _not_live(self, tx: RingTransaction, due: list[Claim], live: list[RingRow]) -> list[Claim]:
+        """The claims of `due` not found live that are still pending: one whose row another
+        transaction held locked (a cancel deciding, another engine's batch, a stalled
+        server's), to look at again in a moment; one that moved since it was read (changed,
+        retried by another engine), at its new time. Nothing else would read them again."""
+        if len(live) == len(due):
+            return []
+        found = {row.id for row in live}
+        missed = {claim.id: claim for claim in due if claim.id not in found}
+        again_ms = self.clock.now_ms() + self.tuning.locked_retry_ms
+        again: list[Claim] = []
+        for fresh in tx.still_pending(list(missed.values())):
+            read = missed[fresh.id]
+            same = fresh.version == read.version
+            again.append(read._replace(due_ms=max(read.due_ms, again_ms)) if same else fresh)
+        return again
 
     def _confirms(self, handed: Handed) -> list[Confirmed]:
         """Wait for the confirms of `handed.waiting`; the rows not sent because their cutoff
@@ -202,6 +226,16 @@ class BatchRinger:
         claims = {claim.id: claim for claim in due}
         self._push_back(claims[r.id]._replace(due_ms=ready_at(r, due_at)) for r in far)
         return [r for r in rows if ready_at(r, due_at) <= limit]
+
+
+def _retried(retried: list[tuple[int, int]], due: list[Claim]) -> list[Claim]:
+    """The claims of the retries a batch scheduled, each (id, due again at), as its
+    transaction left them: their version moved once more."""
+    claims = {claim.id: claim for claim in due}
+    return [
+        claims[alarm_id]._replace(due_ms=at_ms, version=claims[alarm_id].version + 1)
+        for alarm_id, at_ms in retried
+    ]
 
 
 def _pull_apart(due: list[Claim], routes: dict[str, Route]) -> list[list[Claim]]:

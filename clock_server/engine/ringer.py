@@ -127,7 +127,9 @@ class Ringer:
 
     def _admit(self, due: list[Claim], now_ms: int) -> list[Claim]:
         """What the delivery limits and the webhook room let through now; the rest wait in
-        the heap, or in the database when their turn is further off than `hold_in_heap_ms`."""
+        the heap, or in the database, due at their turn, when that is further off than
+        `hold_in_heap_ms` (the window: the preloader reads them when it comes). Those the
+        full heap displaces the preloader reads again."""
         go, later = self.gate.admit(due, now_ms) if self.gate is not None else (due, [])
         if self.channels is not None:
             go, busy = self.channels.admit(go, now_ms)
@@ -135,18 +137,20 @@ class Ringer:
         if later:
             horizon_ms = now_ms + self.tuning.hold_in_heap_ms
             far = [claim for claim in later if claim.due_ms > horizon_ms]
-            pushed = self.heap.push_many(claim for claim in later if claim.due_ms <= horizon_ms)
-            self._give_back(far + pushed.displaced, now_ms)
+            self.heap.push_many(claim for claim in later if claim.due_ms <= horizon_ms)
+            self._defer(far, now_ms)
         return go
 
-    def _give_back(self, claims: list[Claim], now_ms: int) -> None:
+    def _defer(self, claims: list[Claim], now_ms: int) -> None:
         if not claims:
             return
         try:
-            self.claims.release(claims, now_ms)
-        except Unavailable as error:  # they stay claimed; their lease ends them
-            log.warning("could not give back %d held claims: %s", len(claims), error,
-                        extra={"action": "release_failed"})  # fmt: skip
+            self.batches.metrics.released.inc(self.claims.defer(claims, now_ms))
+        except Unavailable as error:
+            # Back to the heap, due as they were: held back again at their turn.
+            log.warning("could not defer %d held-back alarms: %s", len(claims), error,
+                        extra={"action": "defer_failed"})  # fmt: skip
+            self.heap.push_many(claims)
             return
         if self.gate is not None:
             self.gate.forget(claims)

@@ -49,6 +49,10 @@ class RingTuning:
     broker_hold_ms: int = 1_000
     # A ring transaction that failed on the database is tried again this much later.
     db_retry_ms: int = 1_000
+    # A due row another transaction held locked (a cancel deciding, another engine's batch
+    # while the slots move, a stalled server's) is looked at again this much later: a ring
+    # batch passes over such rows rather than wait behind them.
+    locked_retry_ms: int = 100
     # An application whose webhook calls are all busy is looked at again this much later.
     busy_webhook_wait_ms: int = 10
     # Claims a delivery limit holds back further off than this go back to the database.

@@ -32,6 +32,7 @@ class WebhookCall(NamedTuple):
     version: int
     at_ms: int = 0  # its moment: the call starts then, never before
     late_from_ms: int = 0  # the moment its lateness counts from; 0: its target
+    slot: int = 0  # the alarm's (clock_server.slot_space)
 
 
 class Answer(NamedTuple):
@@ -65,8 +66,12 @@ class WebhookRecorder:
         retry_for: Callable[[str], RetryPolicy],
         on_answer: Callable[[], None],
         on_dead: Callable[[], None] | None = None,
+        on_retry: Callable[[list[Claim]], None] | None = None,
     ) -> None:
+        """`on_retry` is given the alarms a batch made due again for a retry, once it has
+        committed: the engine holds them (nothing else reads them again)."""
         self.claims = claims
+        self.on_retry = on_retry
         self.clock = clock
         self.metrics = metrics
         self.retry_for = retry_for
@@ -98,6 +103,7 @@ class WebhookRecorder:
         try:
             with self.claims.delivery_transaction() as tx:
                 died = self._record(tx, batch, retries, tallies)
+                retried = self._retried(tx.retried, batch)
         except Unavailable as error:
             log.warning(
                 "could not record %d webhook answers: %s; trying again",
@@ -110,9 +116,22 @@ class WebhookRecorder:
             return DB_RETRY_S
         if tallies:  # counted once committed: a refused batch is recorded again
             self.metrics.minutes.rang(self.clock.now_ms(), tallies)
+        if retried and self.on_retry is not None:
+            self.on_retry(retried)
         if died and self.on_dead is not None:
             self.on_dead()
         return 0.0 if self.waiting else None
+
+    @staticmethod
+    def _retried(retried: list[tuple[int, int]], batch: list[Answer]) -> list[Claim]:
+        """The claims of the retries a batch scheduled, each (id, due again at), as the
+        transaction left them: pending at their next try, their version moved once more."""
+        calls = {answer.call.row.id: answer.call for answer in batch}
+        return [
+            Claim(at_ms, alarm_id, calls[alarm_id].version + 1, calls[alarm_id].row.application,
+                  calls[alarm_id].slot)
+            for alarm_id, at_ms in retried
+        ]  # fmt: skip
 
     def _record(
         self,

@@ -29,6 +29,7 @@ from clock_server.engine.tuning import RingTuning
 from clock_server.engine.webhook_recorder import WebhookRecorder
 from clock_server.engine.webhooks import WebhookDispatcher
 from clock_server.metrics import Metrics
+from clock_server.model import Claim
 from clock_server.settings import Settings
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.applications import CachedPolicies, SqlApplicationRegistry
@@ -133,15 +134,14 @@ def engine_of(
     share = SlotShare()
     wakers = Wakers(*(Waker(clock) for _ in range(5)))
 
-    def claims_returned() -> None:
-        """Alarms became due that the preloader's next pass may not see: it scans from the
-        start, now."""
-        preloader.rescan()
+    def share_moved() -> None:
+        """The engine's share of the slots moved: the preloader reads them from the start,
+        now."""
+        preloader.restart()
         wakers.preload.wake()
 
     liveness = Liveness(
         ports.registry,
-        ports.claims,
         heap,
         clock,
         metrics,
@@ -149,11 +149,13 @@ def engine_of(
         lease_ms=settings.lease_ms,
         heartbeat_s=settings.heartbeat_s,
         dead_after_s=settings.engine_dead_after_s,
-        on_claims_returned=claims_returned,
+        on_claims_returned=wakers.preload.wake,  # the pass reads the marks they left
         share=share,
+        on_share_moved=share_moved,
     )
     preloader = Preloader(
         ports.claims,
+        ports.registry,
         heap,
         clock,
         wakers.ring,
@@ -173,7 +175,14 @@ def engine_of(
     )
     gate = DeliveryGate(ports.policies, ports.limiter, retry, metrics)
     on_dead = wakers.dead_letters.wake if ports.dead_letters is not None else None
-    webhooks = webhook_parts(settings, ports, clock, metrics, gate, wakers, on_dead)
+
+    def hold_retries(claims: list[Claim]) -> None:
+        if heap.push_many(claims).head_moved_earlier:
+            wakers.ring.wake()
+
+    webhooks = webhook_parts(
+        settings, ports, clock, metrics, gate, wakers, on_dead, on_retry=hold_retries
+    )
     channels = None
     if webhooks is not None:
         channels = Channels(ports.policies, webhooks[1], tuning.busy_webhook_wait_ms)
@@ -189,6 +198,7 @@ def engine_of(
         channels=channels,
         ring_waker=wakers.ring,
         on_dead=on_dead,
+        engine_id=lambda: liveness.engine_id or 0,
     )
     parts = EngineParts(
         publisher=ports.publisher,
@@ -215,6 +225,7 @@ def webhook_parts(
     gate: DeliveryGate,
     wakers: Wakers,
     on_dead: Callable[[], None] | None,
+    on_retry: Callable[[list[Claim]], None] | None = None,
 ) -> tuple[WebhookRecorder, WebhookDispatcher] | None:
     """The webhook calls' dispatcher and the recorder of their answers; None without a
     webhook sender."""
@@ -227,6 +238,7 @@ def webhook_parts(
         gate.retry_for,
         on_answer=wakers.webhook_answers.wake,
         on_dead=on_dead,
+        on_retry=on_retry,
     )
     dispatcher = WebhookDispatcher(
         ports.webhook_sender,
@@ -253,6 +265,7 @@ def ring_parts(
     channels: Channels | None,
     ring_waker: Waker,
     on_dead: Callable[[], None] | None,
+    engine_id: Callable[[], int] = lambda: 0,
 ) -> Ringer:
     """The ring path: the ring loop's `Ringer` (the dispatch policy carried out on its
     lanes), the ring batches it hands to them, which share one lock-ahead (`LockLead`), each
@@ -279,6 +292,7 @@ def ring_parts(
         on_pushed_back=ring_waker.wake,
         channels=channels,
         on_dead=on_dead,
+        engine_id=engine_id,
     )
     return Ringer(batches, tuning, gate=gate, on_lane_free=ring_waker.wake)
 

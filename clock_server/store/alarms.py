@@ -28,6 +28,7 @@ from clock_server.store.alarm_rows import (
 from clock_server.store.alarm_search import alarms_query
 from clock_server.store.db import Capabilities, capabilities
 from clock_server.store.events import cancelled, changed, keep_room_for_a_change, write_events
+from clock_server.store.moves import mark_moved
 from clock_server.store.row_locks import select_by_key, select_for_change
 from clock_server.store.schema import ALARM_COLUMNS, alarm_table
 from clock_server.store.sql import chunks, param_marker, translate_errors
@@ -191,6 +192,8 @@ class AlarmStore:
                     version=alarm_table.c.version + 1,
                 )
             conn.execute(update(alarm_table).where(alarm_table.c.id == row.id).values(values))
+            if changes.target_ring_at is not None:
+                mark_moved(conn, [(row.slot, changes.target_ring_at)])
             event = changed(row, changes, now_ms, actor)
             if event is not None:
                 keep_room_for_a_change(conn, row.id)

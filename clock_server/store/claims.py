@@ -1,4 +1,4 @@
-"""The engine's side of the store on SQL: claiming due alarms, giving claims back, ringing in
+"""The engine's side of the store on SQL: reading due alarms, deferring them, ringing in
 batches (the interfaces are in store.ports)."""
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.db import Capabilities, open_ahead
 from clock_server.store.dead_letters import DeadLetterRows
 from clock_server.store.events import RingEvents
+from clock_server.store.moves import mark_all_moved
+from clock_server.store.ports import Position
 from clock_server.store.row_locks import lock_ring_rows_sql
 from clock_server.store.schema import alarm_table
 from clock_server.store.sql import chunks, id_list, slot_filter, translate_errors
@@ -32,7 +34,8 @@ _TABLE = alarm_table.name
 
 
 class SqlClaimStore:
-    """Leases on due alarms, taken in batches with SKIP LOCKED, valid while the version holds.
+    """Due alarms read into an engine's heap, valid while the version holds, and the ring
+    transactions that lock and record them.
 
     With `dead_letters`, a ring batch also writes a dead letter for each alarm it marks dead
     (store.dead_letters), for the relay to publish.
@@ -42,65 +45,70 @@ class SqlClaimStore:
         self.store = store
         self.dead_letters = dead_letters
 
-    def claim_due(
+    def load_due(
         self,
         horizon_ms: int,
-        lease_until_ms: int,
         limit: int,
         *,
         now_ms: int,
-        from_ms: int | None = None,
-        owner: int = 0,
+        after: Position | None = None,
         application: str | None = None,
         slots: SlotRange = ALL_SLOTS,
     ) -> list[Claim]:
-        """Claim up to `limit` pending alarms with next_try_time <= horizon_ms, earliest first;
-        with `from_ms`, only those with next_try_time >= from_ms; with `application`, only
-        that application's; only those of `slots`. Each claimed row names `owner` (a
-        clock_engine id), so that its claims can be taken over if it dies.
+        """Up to `limit` pending alarms of `slots` with next_try_time <= horizon_ms, in
+        (next_try_time, id) order from just after `after` (from the start without it); with
+        `application`, only that application's. Read without a lock and without a write: the
+        slots are this engine's alone, and the ring transaction locks the rows and checks
+        each version (store.row_locks).
 
-        A row an engine holds (`claimed_by`) under a lease not ended by `now_ms` is left to
-        it: its next_try_time is that lease's end, not when it is due, and claimed again it
-        would ring at that end. A drain that held claims longer than the lease less the
-        window had its last alarms rung 10 s late that way (finding 64). `now_ms` is
-        required so that no caller can leave it out and re-claim held alarms.
-
-        Each claimed row's next_try_time moves to `lease_until_ms`, out of the range the next
-        scan reads; if this process dies, the alarm becomes due again when the lease ends.
-        Moving it leaves a delete-marked entry at the head of the index until MariaDB purges
-        it, which a scan from the start walks again: `from_ms` lets a pass that follows
-        another start where that one stopped.
+        A row an engine of a release before slots claimed (`claimed_by`) under a lease not
+        ended by `now_ms` is left to it: its next_try_time is that lease's end, not when it
+        is due.
         """
         caps = self.store.caps
-        lock = caps.skip_locked_suffix
         # Without the hint MariaDB reads a wide range by `status` alone, which cannot start
-        # at from_ms.
+        # at the position.
         index = "ix_clock_application_due" if application else "ix_clock_status_next_try_time"
         hint = f" FORCE INDEX ({index})" if caps.index_hints else ""
-        floor = f" AND next_try_time >= {int(from_ms)}" if from_ms is not None else ""
         only = " AND application = :application" if application else ""
         unheld = f" AND (claimed_by = 0 OR next_try_time <= {int(now_ms)})"
+        since = ""
+        if after is not None:
+            due, alarm_id = int(after[0]), int(after[1])
+            since = f" AND next_try_time >= {due} AND (next_try_time > {due} OR id > {alarm_id})"
         query = text(
-            f"SELECT id, next_try_time, version, application, slot FROM {_TABLE}{hint}"
-            f" WHERE status = '{PENDING}'{only}{unheld}{floor}{slot_filter(slots)}"
+            f"SELECT next_try_time, id, version, application, slot FROM {_TABLE}{hint}"
+            f" WHERE status = '{PENDING}'{only}{unheld}{since}{slot_filter(slots)}"
             f" AND next_try_time <= {int(horizon_ms)}"
-            f" ORDER BY next_try_time LIMIT {int(limit)}{lock}"
+            f" ORDER BY next_try_time, id LIMIT {int(limit)}"
         )
         params = {"application": application} if application else {}
-        with translate_errors(), self.store.db.begin() as conn:
-            rows = conn.execute(query, params).all()
-            if not rows:
-                return []
-            for chunk in chunks([row[0] for row in rows], _ID_CHUNK):
-                conn.exec_driver_sql(
-                    f"UPDATE {_TABLE} SET next_try_time = {int(lease_until_ms)},"
-                    f" claimed_by = {int(owner)}, version = version + 1"
-                    f" WHERE id IN ({id_list(chunk)})"
-                )
-        return [
-            Claim(due_ms, alarm_id, version + 1, application, slot)
-            for alarm_id, due_ms, version, application, slot in rows
+        with translate_errors(), self.store.db.connect() as conn:
+            return [Claim._make(row) for row in conn.execute(query, params)]
+
+    def load_new(
+        self, after_id: int, gaps: Sequence[int], limit: int, *, now_ms: int
+    ) -> tuple[list[int], list[Claim]]:
+        """The alarms inserted after `after_id` (up to `limit`, by id) and those of `gaps`:
+        every id found, and, as claims, those found pending and held by no engine."""
+        maybe = f" OR id IN ({id_list(gaps)})" if gaps else ""
+        query = text(
+            f"SELECT id, next_try_time, version, application, slot, status, claimed_by"
+            f" FROM {_TABLE} WHERE id > {int(after_id)}{maybe} ORDER BY id LIMIT {int(limit)}"
+        )
+        with translate_errors(), self.store.db.connect() as conn:
+            rows = conn.execute(query).all()
+        claims = [
+            Claim(due_ms, alarm_id, version, application, slot)
+            for alarm_id, due_ms, version, application, slot, status, holder in rows
+            if status == PENDING and (holder == 0 or due_ms <= now_ms)
         ]
+        return [row[0] for row in rows], claims
+
+    def newest_id(self) -> int:
+        """The highest alarm id so far, 0 for none."""
+        with translate_errors(), self.store.db.connect() as conn:
+            return int(conn.execute(text(f"SELECT MAX(id) FROM {_TABLE}")).scalar() or 0)
 
     def due_applications(self, horizon_ms: int, slots: SlotRange = ALL_SLOTS) -> dict[str, int]:
         """Each application with pending alarms of `slots` due by `horizon_ms` (claimed ones
@@ -114,8 +122,10 @@ class SqlClaimStore:
         with translate_errors(), self.store.db.connect() as conn:
             return {application: int(due_ms) for application, due_ms in conn.execute(query)}
 
-    def release(self, claims: Sequence[Claim], now_ms: int) -> int:
-        """Give claims back: each alarm is due again at its own time. Stale claims are ignored."""
+    def defer(self, claims: Sequence[Claim], now_ms: int) -> int:
+        """Make each alarm due again at its claim's due time, later than it was (a delivery
+        limit holds it back), its version moved. Stale claims are ignored; returns how many
+        were still live."""
         return self._give_back(claims, now_ms, PENDING)
 
     @property
@@ -123,12 +133,13 @@ class SqlClaimStore:
         return self.store.caps.row_locks
 
     @contextlib.contextmanager
-    def ring_transaction(self) -> Iterator[SqlRingTransaction]:
-        """One transaction for a ring batch; the locks it takes are held until it ends.
+    def ring_transaction(self, owner: int = 0) -> Iterator[SqlRingTransaction]:
+        """One transaction for a ring batch of the engine `owner`; the locks it takes are
+        held until it ends.
         The events of its outcomes are written last, in one statement, and its dead letters
         in another when any alarm died."""
         with translate_errors(), self.store.db.begin() as conn:
-            tx = SqlRingTransaction(conn, self.store.caps, self.dead_letters)
+            tx = SqlRingTransaction(conn, self.store.caps, self.dead_letters, owner=owner)
             yield tx
             tx.events.write(conn)
             if tx.dead_letters is not None:
@@ -149,11 +160,16 @@ class SqlClaimStore:
     def give_back_deliveries(self, claims: Sequence[Claim], now_ms: int) -> int:
         """Alarms handed to a webhook and never sent (a shutdown): pending again, due now, for
         any engine to ring. Those whose version moved are left alone."""
-        return self._give_back([c._replace(due_ms=now_ms) for c in claims], now_ms, DELIVERING)
+        return self._give_back(
+            [c._replace(due_ms=now_ms) for c in claims], now_ms, DELIVERING, moved=True
+        )
 
-    def _give_back(self, claims: Sequence[Claim], now_ms: int, status: str) -> int:
+    def _give_back(
+        self, claims: Sequence[Claim], now_ms: int, status: str, moved: bool = False
+    ) -> int:
         """Make the alarms of `claims` that are still in `status` with the claimed version
-        pending and nobody's, each due again at its claim's due time; returns how many."""
+        pending and nobody's, each due again at its claim's due time; returns how many.
+        With `moved`, the engines are told they are due again (`mark_moved`)."""
         released = 0
         by_id = alarm_table.c.id
         with translate_errors(), self.store.db.begin() as conn:
@@ -175,6 +191,8 @@ class SqlClaimStore:
                     )
                 )
                 released += result.rowcount
+            if moved and released:
+                mark_all_moved(conn, now_ms)
         return released
 
     def connect_ahead(self, connections: int) -> None:
@@ -211,14 +229,17 @@ class SqlRingTransaction:
         caps: Capabilities,
         dead_letters: bool = False,
         status: str = PENDING,
+        owner: int = 0,
     ) -> None:
         self.conn = conn
+        self.owner = owner  # the engine whose batch it is: it rang, or calls a webhook
         self.caps = caps
         self.status = status  # what lock_live finds live
         # Not a method of this object: the events would hold the transaction, and the cycle
         # would keep the batch's rows alive until the garbage collector's pass, whose length
         # grows with them (finding 47).
         self._locked = _LockedRows()
+        self.retried: list[tuple[int, int]] = []  # (id, due again at) of schedule_retries
         self.events = RingEvents(self._locked.row_of)
         self.dead_letters = DeadLetterRows(self._locked.row_of) if dead_letters else None
 
@@ -231,12 +252,31 @@ class SqlRingTransaction:
         wanted = {claim.id: claim.version for claim in claims}
         live: list[RingRow] = []
         make = RingRow._make
+        skip = self.status == PENDING
         for chunk in chunks(sorted(wanted), _ID_CHUNK):
-            for row in self.conn.exec_driver_sql(lock_ring_rows_sql(self.caps, chunk, self.status)):
+            locking = lock_ring_rows_sql(self.caps, chunk, self.status, skip)
+            for row in self.conn.exec_driver_sql(locking):
                 if row[10] == wanted[row[0]]:
                     live.append(make(row[:10]))
         self._locked.add(live)
         return live
+
+    def still_pending(self, claims: Sequence[Claim]) -> list[Claim]:
+        """Of `claims` that `lock_live` did not find live, those still pending and held by
+        no engine, as they stand now (a plain read): with the same version, another
+        transaction held the row locked (a cancel deciding, another engine's ring batch, a
+        stalled server's); with another, the alarm moved since it was read."""
+        found: list[Claim] = []
+        for chunk in chunks(sorted(claim.id for claim in claims), _ID_CHUNK):
+            found += [
+                Claim(due_ms, alarm_id, version, application, slot)
+                for alarm_id, due_ms, version, application, slot in self.conn.exec_driver_sql(
+                    f"SELECT id, next_try_time, version, application, slot FROM {_TABLE}"
+                    f" WHERE id IN ({id_list(chunk)}) AND status = '{PENDING}'"
+                    " AND claimed_by = 0"
+                )
+            ]
+        return found
 
     def mark_rung(self, rung_at: Sequence[tuple[int, int]], now_ms: int) -> None:
         """Each (id, rung_at_ms): published then and confirmed. One statement per 1,000."""
@@ -249,14 +289,15 @@ class SqlRingTransaction:
             else:  # one publish group per time: a WHEN per group, not per alarm
                 whens = (f"WHEN id IN ({id_list(ids)}) THEN {at}" for at, ids in ids_at.items())
                 value = f"CASE {' '.join(whens)} END"
-            self._set_final([alarm_id for alarm_id, _ in chunk], RUNG, now_ms, f"rung_at = {value}")
+            also = f"rung_at = {value}, claimed_by = {int(self.owner)}"
+            self._set_final([alarm_id for alarm_id, _ in chunk], RUNG, now_ms, also)
 
     def hand_off(self, next_try: Sequence[tuple[int, int]], now_ms: int, keep_claim: bool) -> None:
         """Each (id, next_try_time): handed to its webhook or pull channel now, so
-        `delivering` until answered. With `keep_claim` the engine's claim stays on the row
-        (a webhook call it makes; a takeover gives it back if the engine dies), else the row
-        is nobody's (a pull message, leased to pullers by store.pulls)."""
-        owner = "" if keep_claim else ", claimed_by = 0"
+        `delivering` until answered. With `keep_claim` the row names the transaction's engine
+        (a webhook call it makes; a takeover gives it back if the engine dies), else it is
+        nobody's (a pull message, leased to pullers by store.pulls)."""
+        owner = f", claimed_by = {int(self.owner) if keep_claim else 0}"
         for chunk in chunks(list(next_try), _ID_CHUNK):
             by_time: dict[int, list[int]] = {}
             for alarm_id, at_ms in chunk:
@@ -282,6 +323,7 @@ class SqlRingTransaction:
         self, retries: Sequence[tuple[int, int]], now_ms: int, error: str = NOT_CONFIRMED
     ) -> None:
         """Each (id, next_try_time): count the failed try and make the alarm due again then."""
+        self.retried += retries
         self.events.failed(retries, now_ms, error)
         for chunk in chunks(list(retries), _ID_CHUNK):
             self.conn.execute(

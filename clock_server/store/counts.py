@@ -22,6 +22,7 @@ from clock_server.model import COUNT_REACHED, PENDING, Alarm
 from clock_server.store.alarm_rows import alarm_from_row
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.events import event, write_events
+from clock_server.store.moves import mark_moved
 from clock_server.store.row_locks import select_by_key, select_for_change
 from clock_server.store.schema import alarm_table, count_increment_table
 from clock_server.store.sql import translate_errors
@@ -86,6 +87,8 @@ class AlarmCounts:
                 detail = {"count": counted, "ring_after_count": row.ring_after_count}
                 write_events(conn, [event(row.id, now_ms, COUNT_REACHED, actor, **detail)])
             conn.execute(update(alarm_table).where(_C.id == row.id).values(values))
+            if reached:
+                mark_moved(conn, [(row.slot, now_ms)])
             alarm = alarm_from_row(conn.execute(select_by_key(application, business_id)).one())
             return Counted(alarm, counted=True, reached=reached)
 

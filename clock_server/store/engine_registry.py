@@ -13,14 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, func, insert, select, update
+from sqlalchemy import Connection, Row, delete, insert, select, update
 
 from clock_server.model import DELIVERING, PENDING, EngineRecord
 from clock_server.slot_space import ALL_SLOTS, SlotRange
 from clock_server.store.alarms import AlarmStore
+from clock_server.store.moves import mark_all_moved
 from clock_server.store.ports import Takeover
 from clock_server.store.schema import alarm_table, engine_table
-from clock_server.store.sql import chunks, id_list, slot_filter, translate_errors
+from clock_server.store.sql import chunks, id_list, translate_errors
 
 _TABLE = alarm_table.name
 _ID_CHUNK = 1_000
@@ -34,8 +35,11 @@ class SqlEngineRegistry:
     def __init__(self, store: AlarmStore) -> None:
         self.store = store
 
-    def register(self, instance_id: str, lease_ms: int, now_ms: int) -> int:
-        """Add a live engine; returns its id, which its claims carry."""
+    def register(
+        self, instance_id: str, lease_ms: int, now_ms: int, slots: SlotRange = ALL_SLOTS
+    ) -> int:
+        """Add a live engine that reads from `slots` until its first look at the others;
+        returns its id, which its rings and webhook calls carry."""
         with translate_errors(), self.store.db.begin() as conn:
             result = conn.execute(
                 insert(engine_table).values(
@@ -43,6 +47,8 @@ class SqlEngineRegistry:
                     started_at=now_ms,
                     heartbeat_at=now_ms,
                     lease_ms=lease_ms,
+                    slot_from=slots.start,
+                    slot_to=slots.stop,
                 )
             )
             key = result.inserted_primary_key
@@ -101,32 +107,33 @@ class SqlEngineRegistry:
                 conn, dead.id, candidates, PENDING, first_try_at_target, now_ms
             )
             calls = self._webhook_calls_of(conn, dead.id)
-            released += self._give_back(conn, dead.id, calls, DELIVERING, str(int(now_ms)), now_ms)
+            resent = self._give_back(conn, dead.id, calls, DELIVERING, str(int(now_ms)), now_ms)
+            if resent:
+                mark_all_moved(conn, now_ms)
+            released += resent
         held = len(candidates) + len(calls) - released
         return Takeover(released=released, held=held)
 
-    def take_slots(self, slots: SlotRange, engine_id: int, due_after_ms: int, now_ms: int) -> int:
-        """Give back the first tries of `slots` that other engines hold under a lease and that
-        are due after `due_after_ms`, for `engine_id`, which now owns those slots, to claim.
-        Their versions move, so the engine that held them no longer rings them; rows locked
-        by a ring batch in flight, retries and those due sooner stay with it."""
-        hint = " FORCE INDEX (ix_clock_status_next_try_time)" if self.store.caps.index_hints else ""
+    def moves_of(self, engine_id: int) -> tuple[int, int | None]:
+        """The engine's count of moves into its slots, and the earliest due time since it
+        last cleared them (`mark_moved`)."""
+        # Written out: every preload pass asks, and building the statement cost more than
+        # the database's own work.
+        query = f"SELECT moves, moved_from FROM {engine_table.name} WHERE id = {int(engine_id)}"
+        with translate_errors(), self.store.db.connect() as conn:
+            row = conn.exec_driver_sql(query).first()
+        return (0, None) if row is None else (int(row[0]), row[1])
+
+    def clear_moves(self, engine_id: int, moves: int) -> bool:
+        """Forget the moves counted `moves`; False when another came since."""
+        table = engine_table.c
         with translate_errors(), self.store.db.begin() as conn:
-            longest = conn.execute(select(func.max(engine_table.c.lease_ms))).scalar() or 0
-            upper_ms = now_ms + int(longest) + CLOCK_SKEW_MARGIN_MS
-            held = conn.exec_driver_sql(
-                f"SELECT id, claimed_by FROM {_TABLE}{hint} WHERE status = '{PENDING}'"
-                f" AND next_try_time > {int(now_ms)} AND next_try_time <= {int(upper_ms)}"
-                f" AND claimed_by NOT IN (0, {int(engine_id)}) AND retry_times = 0"
-                f" AND target_ring_at > {int(due_after_ms)}{slot_filter(slots)}"
-            ).all()
-            by_engine: dict[int, list[int]] = {}
-            for alarm_id, holder in held:
-                by_engine.setdefault(holder, []).append(alarm_id)
-            return sum(
-                self._give_back(conn, holder, ids, PENDING, "target_ring_at", now_ms)
-                for holder, ids in by_engine.items()
+            result = conn.execute(
+                update(engine_table)
+                .where(table.id == engine_id, table.moves == moves)
+                .values(moved_from=None)
             )
+            return result.rowcount == 1
 
     def remove(self, engine_id: int) -> None:
         """Forget an engine: it stopped, or its claims have all been given back."""

@@ -36,6 +36,7 @@ from clock_server.store.alarm_rows import alarm_from_row
 from clock_server.store.alarm_search import BY_DUE, BY_KEY, order_of, search_query
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.events import EventRow, cancelled, redriven, write_events
+from clock_server.store.moves import mark_all_moved
 from clock_server.store.row_locks import select_by_key, select_for_change
 from clock_server.store.schema import alarm_table
 from clock_server.store.sql import translate_errors
@@ -179,6 +180,7 @@ def _redrive_rows(
             (_C.update_time, now_ms),
         )
     )
+    mark_all_moved(conn, due_ms)
     events: list[EventRow] = [
         redriven(alarm_id, now_ms, actor, status, due_ms) for alarm_id, status in rows
     ]

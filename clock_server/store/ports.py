@@ -30,8 +30,15 @@ class RingTransaction(Protocol):
     alarm itself).
     """
 
+    retried: list[tuple[int, int]]  # (id, due again at) of every schedule_retries so far
+
     def lock_live(self, claims: Sequence[Claim]) -> list[RingRow]:
         """Lock the claimed rows and return those still pending with the claimed version."""
+        ...
+
+    def still_pending(self, claims: Sequence[Claim]) -> list[Claim]:
+        """Of claims `lock_live` did not find live, those still pending and held by no
+        engine, as they stand now: the same version means another transaction held the row."""
         ...
 
     def mark_rung(self, rung_at: Sequence[tuple[int, int]], now_ms: int) -> None:
@@ -59,25 +66,37 @@ class RingTransaction(Protocol):
         ...
 
 
-class ClaimStore(Protocol):
-    """Leases on due alarms: taken in batches, valid while the row's version holds."""
+# Where a read of due alarms stopped: the last (next_try_time, id) it returned.
+Position = tuple[int, int]
 
-    def claim_due(
+
+class ClaimStore(Protocol):
+    """Due alarms read into an engine's heap, valid while the row's version holds."""
+
+    def load_due(
         self,
         horizon_ms: int,
-        lease_until_ms: int,
         limit: int,
         *,
         now_ms: int,
-        from_ms: int | None = None,
-        owner: int = 0,
+        after: Position | None = None,
         application: str | None = None,
         slots: SlotRange = ALL_SLOTS,
     ) -> list[Claim]:
-        """Claim up to `limit` pending alarms of `slots` due by `horizon_ms` (and from
-        `from_ms`, when given; of `application` alone, when given), earliest first, each
-        leased until `lease_until_ms` to the engine `owner`. An alarm an engine holds under a
-        lease not ended by `now_ms` is left to it."""
+        """Up to `limit` pending alarms of `slots` due by `horizon_ms`, in (next_try_time, id)
+        order after `after` (of `application` alone, when given), read without a write. An
+        alarm an engine holds under a lease not ended by `now_ms` is left out."""
+        ...
+
+    def load_new(
+        self, after_id: int, gaps: Sequence[int], limit: int, *, now_ms: int
+    ) -> tuple[list[int], list[Claim]]:
+        """The alarms inserted after `after_id` (up to `limit`, by id) and those of `gaps`:
+        every id found, and the pending ones no engine holds, as claims."""
+        ...
+
+    def newest_id(self) -> int:
+        """The highest alarm id so far."""
         ...
 
     def due_applications(self, horizon_ms: int, slots: SlotRange = ALL_SLOTS) -> dict[str, int]:
@@ -85,12 +104,16 @@ class ClaimStore(Protocol):
         earliest."""
         ...
 
-    def release(self, claims: Sequence[Claim], now_ms: int) -> int:
-        """Give claims back, each due again at its own time; returns how many were still live."""
+    def defer(self, claims: Sequence[Claim], now_ms: int) -> int:
+        """Make each alarm due again at its claim's (later) due time; returns how many were
+        still live."""
         ...
 
-    def ring_transaction(self) -> contextlib.AbstractContextManager[RingTransaction]:
-        """A transaction for one ring batch; committed when the block ends without error."""
+    def ring_transaction(
+        self, owner: int = 0
+    ) -> contextlib.AbstractContextManager[RingTransaction]:
+        """A transaction for one ring batch of the engine `owner` (what it rings and the
+        webhook calls it makes name it); committed when the block ends without error."""
         ...
 
     def delivery_transaction(self) -> contextlib.AbstractContextManager[RingTransaction]:
@@ -162,7 +185,9 @@ class Takeover(NamedTuple):
 class EngineRegistry(Protocol):
     """Live engines and their heartbeats; the claims of a silent one are given back."""
 
-    def register(self, instance_id: str, lease_ms: int, now_ms: int) -> int:
+    def register(
+        self, instance_id: str, lease_ms: int, now_ms: int, slots: SlotRange = ALL_SLOTS
+    ) -> int:
         """Add a live engine; returns the id its claims carry."""
         ...
 
@@ -184,10 +209,14 @@ class EngineRegistry(Protocol):
         """Give back the claims `dead` holds, except rows another transaction has locked."""
         ...
 
-    def take_slots(self, slots: SlotRange, engine_id: int, due_after_ms: int, now_ms: int) -> int:
-        """Give back the first tries of `slots` that other engines hold and that are due
-        after `due_after_ms`, except rows another transaction has locked: `engine_id` came
-        to own those slots. Returns how many."""
+    def moves_of(self, engine_id: int) -> tuple[int, int | None]:
+        """How many times alarms of the engine's slots were made due earlier by others (a
+        change, a re-drive, a takeover), and the earliest due time they were given since it
+        last cleared them (None: none)."""
+        ...
+
+    def clear_moves(self, engine_id: int, moves: int) -> bool:
+        """Forget the moves read as `moves`; False when another came since (read again)."""
         ...
 
     def remove(self, engine_id: int) -> None:

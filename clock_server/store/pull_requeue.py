@@ -15,6 +15,7 @@ from sqlalchemy import Connection, select, text
 from clock_server.model import DELIVERING, ENGINE, PENDING, PULL, REQUEUED
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.events import event, write_events
+from clock_server.store.moves import mark_all_moved
 from clock_server.store.schema import alarm_table, application_table
 from clock_server.store.sql import id_list, translate_errors
 
@@ -69,6 +70,7 @@ class SqlPullRequeue:
             f" next_try_time = CASE WHEN next_try_time < {now} THEN {now} ELSE next_try_time END,"
             f" update_time = {now} WHERE id IN ({id_list(ids)})"
         )
+        mark_all_moved(conn, now)
         write_events(
             conn,
             [

@@ -41,9 +41,12 @@ def select_for_change(caps: Capabilities, application: str, business_id: str) ->
     return query.with_for_update() if caps.row_locks else query
 
 
-def lock_ring_rows_sql(caps: Capabilities, ids: Sequence[int], status: str = PENDING) -> str:
+def lock_ring_rows_sql(
+    caps: Capabilities, ids: Sequence[int], status: str = PENDING, skip_locked: bool = False
+) -> str:
     """The rows among `ids` in `status` (pending for a ring batch; delivering for the outcome
-    of a webhook call), locked.
+    of a webhook call), locked; with `skip_locked`, passing over those another transaction
+    holds, where the database can.
 
     Written out, with the ids inlined, rather than built with select(): expanding a bound IN
     list of 1,000 ids and wrapping each row cost more than the database's own work. By the
@@ -53,6 +56,8 @@ def lock_ring_rows_sql(caps: Capabilities, ids: Sequence[int], status: str = PEN
     """
     by_id = " FORCE INDEX (PRIMARY)" if caps.index_hints else ""
     lock = " FOR UPDATE" if caps.row_locks else ""
+    if skip_locked and caps.skip_locked:
+        lock += " SKIP LOCKED"
     return (
         f"SELECT {RING_COLUMNS} FROM {alarm_table.name}{by_id} WHERE id IN ({id_list(ids)})"
         f" AND status = '{status}'{lock}"

@@ -99,6 +99,7 @@ ALARM_COLUMNS = (
     alarm_table.c.update_time,
     alarm_table.c.ring_after_count,
     alarm_table.c.counted,
+    alarm_table.c.slot,
 )
 
 # Each alarm's history (store/events.py), deleted with the alarm. What the alarm row already
@@ -131,6 +132,10 @@ engine_table = Table(
     # The slots it owned at its last beat, slot_from up to slot_to: its share of the work.
     Column("slot_from", Integer, nullable=False, server_default="0"),
     Column("slot_to", Integer, nullable=False, server_default="0"),
+    # Others' moves of alarms in its slots to an earlier due time (store.engine_registry's
+    # mark_moved): how many, and the earliest due time since it last read them.
+    Column("moves", BigInteger, nullable=False, server_default="0"),
+    Column("moved_from", BigInteger, nullable=True),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )

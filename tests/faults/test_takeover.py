@@ -1,8 +1,8 @@
 """Takeover with the default heartbeat settings: an engine that dies, or stalls, while it holds
 claims; its claims ring within seconds of the fault, not a 30 s lease later.
 
-Each case is judged by alarm id as in test_faults.py. The orphans are the alarms the faulty
-server held claimed (`claimed_by`) when the fault struck; each case reports the time from the
+Each case is judged by alarm id as in test_faults.py. The orphans are the alarms still pending in
+the faulty server's slots when the fault struck; each case reports the time from the
 fault to the last orphan rung and asserts the p99 of their lateness.
 """
 
@@ -34,10 +34,13 @@ def p99(values: list[int]) -> int:
 
 
 def orphans_of(cluster: Cluster, instance_id: str) -> set[int]:
-    """The alarms the engine running as `instance_id` holds claimed now."""
-    engine_id = cluster.engine_id(instance_id)
+    """The alarms the engine running as `instance_id` has to ring now: those still pending
+    in the slots it owns."""
+    [engine] = [row for row in cluster.engines() if row.instance_id == instance_id]
     return {
-        row.id for row in cluster.rows() if row.status == "pending" and row.claimed_by == engine_id
+        row.id
+        for row in cluster.rows()
+        if row.status == "pending" and engine.slot_from <= row.slot < engine.slot_to
     }
 
 

@@ -1,0 +1,52 @@
+"""Which alarm ids a preload pass has still to look at: those inserted since it last looked,
+and the gaps it found among them.
+
+The preloader reads its slots' due alarms once, in order (engine.preloader); an alarm
+inserted due before where that reading has got to is found by its id instead, since ids only
+grow. Ids are handed out when a row is inserted, not when its transaction commits, so a
+later id can be seen before an earlier one: every id missing below the highest seen is kept
+as a gap and looked at again at each pass, until it is seen or `gap_ttl_ms` has passed
+(most gaps are ids that never become rows: an INSERT IGNORE of a key that existed, a
+transaction rolled back). The preloader's reading from the start, every lease, is the
+backstop for a transaction slower than that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class NewRows:
+    """The highest id looked at, and the gaps below it with when each was first missed."""
+
+    def __init__(self, after_id: int, gap_ttl_ms: int, max_gaps: int = 10_000) -> None:
+        self.after_id = after_id
+        self.gap_ttl_ms = gap_ttl_ms
+        self.max_gaps = max_gaps
+        self._gaps: dict[int, int] = {}
+
+    def gaps(self) -> list[int]:
+        return sorted(self._gaps)
+
+    def saw(self, ids: Iterable[int], now_ms: int) -> None:
+        """The ids a look after `after_id` and at the gaps found, in any order."""
+        found = set(ids)
+        for alarm_id in found & self._gaps.keys():
+            del self._gaps[alarm_id]
+        above = [alarm_id for alarm_id in found if alarm_id > self.after_id]
+        if above:
+            newest = max(above)
+            # A jump of the ids far larger than the gaps kept (an AUTO_INCREMENT set by hand)
+            # is not walked: the backstop finds what it skipped.
+            if newest - self.after_id - len(above) <= self.max_gaps:
+                for missing in range(self.after_id + 1, newest):
+                    if missing not in found:
+                        self._gaps[missing] = now_ms
+            self.after_id = newest
+        expired = [gap for gap, since in self._gaps.items() if now_ms - since > self.gap_ttl_ms]
+        for gap in expired:
+            del self._gaps[gap]
+        if len(self._gaps) > self.max_gaps:  # the oldest go first; the backstop finds them
+            by_age = sorted(self._gaps, key=lambda gap: (self._gaps[gap], gap))
+            for gap in by_age[: -self.max_gaps]:
+                del self._gaps[gap]
