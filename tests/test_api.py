@@ -78,7 +78,7 @@ def ring(api, alarm_id: int) -> None:  # type: ignore[no-untyped-def]
     """Ring the (due) alarm through the engine's side of the store."""
     now = api.clock.now_ms()
     claims = SqlClaimStore(api.store)
-    claimed = claims.load_due(now, 100, now_ms=now)
+    claimed = claims.load_due(now, 100)
     assert alarm_id in [claim.id for claim in claimed]
     with claims.ring_transaction() as tx:
         tx.mark_rung([(alarm_id, now)], now)
@@ -911,7 +911,7 @@ def test_delete_cancels_and_is_idempotent(api) -> None:
 
 def test_delete_a_claimed_alarm_cancels_it(api) -> None:
     create(api, target_ring_at=NOW)
-    SqlClaimStore(api.store).load_due(NOW, 10, now_ms=NOW)
+    SqlClaimStore(api.store).load_due(NOW, 10)
     response = api.client.delete("/v1/alarms/app/order-1")
     assert response.status_code == 200
     assert response.get_json()["status"] == "cancelled"

@@ -130,7 +130,7 @@ def die(store: AlarmStore, clock: SettableClock, business_id: str, error: str) -
 def kill(store: AlarmStore, clock: SettableClock, alarm_id: int, error: str) -> None:
     claims = SqlClaimStore(store, dead_letters=True)
     now_ms = clock.now_ms()
-    (claim,) = [c for c in claims.load_due(now_ms, 100, now_ms=now_ms) if c.id == alarm_id]
+    (claim,) = [c for c in claims.load_due(now_ms, 100) if c.id == alarm_id]
     with claims.ring_transaction() as tx:
         assert [row.id for row in tx.lock_live([claim])] == [alarm_id]
         tx.mark_dead([alarm_id], now_ms, error)

@@ -158,7 +158,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         assert response.status_code in (200, 201)
     claims = SqlClaimStore(services.store)
     now = services.clock.now_ms()
-    claims.load_due(now, 100, now_ms=now)
+    claims.load_due(now, 100)
     rung = [services.store.get(app, "seed-4").id for app in ("orders", "billing", "other")]
     with claims.ring_transaction() as tx:
         tx.mark_rung([(alarm_id, now) for alarm_id in rung], now)

@@ -129,7 +129,7 @@ def test_each_outcome_of_a_ring_batch_is_an_event(store: AlarmStore):
         NOW - 1_000,
     )
     claims_store = SqlClaimStore(store)
-    claims = claims_store.load_due(NOW, 10, now_ms=NOW)
+    claims = claims_store.load_due(NOW, 10)
     ids = {alarm.business_id: alarm.id for alarm in store.list("app", None, 10, None)}
     with claims_store.ring_transaction() as tx:
         assert len(tx.lock_live(claims)) == 4
@@ -160,14 +160,12 @@ def test_a_ring_after_failed_attempts_tells_its_attempt(store: AlarmStore):
     store.create(new("late", target=NOW), NOW - 1_000)
     claims_store = SqlClaimStore(store)
     for attempt in (1, 2):
-        claims = claims_store.load_due(
-            NOW + attempt * 1_000, 10, now_ms=NOW + (attempt - 1) * 1_000
-        )
+        claims = claims_store.load_due(NOW + attempt * 1_000, 10)
         with claims_store.ring_transaction() as tx:
             [row] = tx.lock_live(claims)
             assert row.retry_times == attempt - 1
             tx.schedule_retries([(row.id, NOW + attempt * 1_000)], NOW + attempt)
-    claims = claims_store.load_due(NOW + 3_000, 10, now_ms=NOW + 2_000)
+    claims = claims_store.load_due(NOW + 3_000, 10)
     with claims_store.ring_transaction() as tx:
         [row] = tx.lock_live(claims)
         tx.mark_rung([(row.id, NOW + 2_000)], NOW + 2_001)
@@ -205,7 +203,7 @@ def test_a_ring_batch_writes_its_events_in_one_statement(store: AlarmStore):
 
     sa_event.listen(store.db, "before_cursor_execute", record)
     try:
-        claims = claims_store.load_due(NOW, 10, now_ms=NOW)
+        claims = claims_store.load_due(NOW, 10)
         ids = [claim.id for claim in claims]
         statements.clear()
         with claims_store.ring_transaction() as tx:
@@ -216,7 +214,7 @@ def test_a_ring_batch_writes_its_events_in_one_statement(store: AlarmStore):
             tx.schedule_retries([(ids[2], NOW + 900), (ids[3], NOW + 900)], NOW + 10)
         with_failures = list(statements)
         store.create_many([new(f"ok{i}", target=NOW + 1) for i in range(3)], NOW)
-        claims = claims_store.load_due(NOW + 1, 10, now_ms=NOW + 1)
+        claims = claims_store.load_due(NOW + 1, 10)
         statements.clear()
         with claims_store.ring_transaction() as tx:
             tx.lock_live(claims)

@@ -24,7 +24,7 @@ def new(business_id: str, application: str = "app", **kw) -> NewAlarm:  # type: 
 def finish(store: AlarmStore, dead: list[str], expired: list[str] = ()) -> None:  # type: ignore[assignment]
     """Make the alarms `dead` die and `expired` expire, as a ring batch does at NOW + 10."""
     claims = SqlClaimStore(store)
-    taken = claims.load_due(NOW + 10, 1_000, now_ms=NOW + 10)
+    taken = claims.load_due(NOW + 10, 1_000)
     ids = {a.business_id: a.id for a in store.list(None, "pending", 1_000, None)}
     with claims.ring_transaction() as tx:
         tx.lock_live(taken)
@@ -49,8 +49,8 @@ def test_a_redrive_makes_a_dead_alarm_pending_again_with_a_fresh_budget(store: A
 
     claims = SqlClaimStore(store)
     # never before its new time
-    assert claims.load_due(NOW + 59_999, 10, now_ms=NOW + 59_999) == []
-    [claim] = claims.load_due(NOW + 60_000, 10, now_ms=NOW + 60_000)
+    assert claims.load_due(NOW + 59_999, 10) == []
+    [claim] = claims.load_due(NOW + 60_000, 10)
     assert claim.id == alarm.id  # the same id: consumers deduplicate by it
 
 
@@ -71,7 +71,7 @@ def test_only_dead_or_expired_alarms_are_redriven(store: AlarmStore, status: str
         store.cancel("app", "x", NOW, actor="app")
     if status == "rung":
         claims = SqlClaimStore(store)
-        taken = claims.load_due(NOW, 10, now_ms=NOW)
+        taken = claims.load_due(NOW, 10)
         with claims.ring_transaction() as tx:
             tx.lock_live(taken)
             tx.mark_rung([(alarm.id, NOW)], NOW)
@@ -136,7 +136,7 @@ def test_bulk_cancel_cancels_matching_pending_alarms_even_claimed_ones(store: Al
         NOW - 1_000,
     )  # fmt: skip
     claims = SqlClaimStore(store)
-    taken = claims.load_due(NOW, 10, now_ms=NOW)  # soon-1, soon-2, soon-b held
+    taken = claims.load_due(NOW, 10)  # soon-1, soon-2, soon-b held
     assert len(taken) == 3
     actions = AlarmInterventions(store)
     outcome = actions.bulk_cancel(AlarmFilter(application="app"), NOW + 1, "admin", 30)

@@ -46,7 +46,7 @@ def ring(
     """Ring `len(late_ms)` alarms of `application` due at `target_ms`, each that late."""
     ids = add(store, application, len(late_ms), target_ms)
     claims = SqlClaimStore(store)
-    claims.load_due(target_ms, 1_000, now_ms=target_ms)
+    claims.load_due(target_ms, 1_000)
     with claims.ring_transaction() as tx:
         rung = [(i, target_ms + late) for i, late in zip(ids, late_ms, strict=True)]
         tx.mark_rung(rung, target_ms + max(late_ms))  # finished then: its next_try_time

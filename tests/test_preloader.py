@@ -4,16 +4,18 @@ It reads each alarm once, in (due time, id) order from where it got to, and writ
 An alarm that appears before that point reaches the heap all the same: a new one by its id,
 one another process moved sooner by the mark the move left on this engine's row, claims a
 full heap displaced by reading again from the earliest of them, and everything by reading
-from the start once a lease."""
+from the start: a lease after an id among the new ones was given up on, else once in ten."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from clock_server.engine.alarm_engine import WAKE_MARGIN_MS, AlarmEngine
 from clock_server.engine.loop import StepLoop
+from clock_server.engine.preloader import FULL_READING_LEASES, GAP_TTL_MS, reads_from_start
 from clock_server.model import AlarmChanges, Claim, NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
@@ -52,7 +54,7 @@ def make(store: AlarmStore, clock: SettableClock, **settings: Any) -> AlarmEngin
         }
     )
     built = build_engine(chosen, store, InMemoryPublisher(), clock)
-    assert built.liveness.lease_ms == LEASE_MS  # the default: the backstop's period
+    assert built.liveness.lease_ms == LEASE_MS  # the default
     built.preloader.claims = RecordingClaims(store)
     built.liveness.run_once()  # joins, and owns every slot
     built.preloader.run_once()  # its first look at the newest id
@@ -149,10 +151,26 @@ def test_claims_a_full_heap_displaced_are_read_again_when_there_is_room(store, f
     assert held_ids(engine) == set(first[1:5])  # the displaced, read again, and the next
 
 
-def test_everything_is_read_again_from_the_start_once_a_lease(store, fake_clock, engine):
+TEN_LEASES_MS = FULL_READING_LEASES * LEASE_MS
+
+
+@pytest.mark.parametrize(
+    ("rule", "since_ms", "gave_up", "reads"),
+    [
+        ("nothing given up: not within ten leases", TEN_LEASES_MS - 1, False, False),
+        ("nothing given up: once in ten leases", TEN_LEASES_MS, False, True),
+        ("an id given up: not within a lease", LEASE_MS - 1, True, False),
+        ("an id given up: a lease after the last reading", LEASE_MS, True, True),
+    ],
+)  # fmt: skip
+def test_when_the_reading_starts_again(rule: str, since_ms: int, gave_up: bool, reads: bool):
+    assert reads_from_start(since_ms, gave_up, LEASE_MS) is reads, rule
+
+
+def test_everything_is_read_again_from_the_start_once_in_ten_leases(store, fake_clock, engine):
     add_due(store, fake_clock, 2, 20_000)
     engine.preloader.run_once()
-    fake_clock.advance(LEASE_MS - 1)
+    fake_clock.advance(FULL_READING_LEASES * LEASE_MS - 1)
     positions(engine).clear()
     engine.preloader.run_once()
     assert positions(engine)[0] is not None
@@ -160,6 +178,30 @@ def test_everything_is_read_again_from_the_start_once_a_lease(store, fake_clock,
     engine.preloader.run_once()
     assert positions(engine)[-1] is None  # from the start
     assert engine.preloader.position == (fake_clock.now_ms() + 10_000, 2**63 - 1)
+
+
+def set_id(store: AlarmStore, alarm_id: int, new_id: int) -> None:
+    with store.db.begin() as conn:
+        conn.execute(text(f"UPDATE clock SET id = {new_id} WHERE id = {alarm_id}"))
+
+
+def test_an_id_given_up_on_has_the_reading_start_again_a_lease_later(store, fake_clock, engine):
+    """A row whose insert committed long after a later id's is found all the same."""
+    [first] = add_due(store, fake_clock, 1, 20_000)
+    engine.preloader.run_once()
+    [later] = add_due(store, fake_clock, 1, 20_000)
+    set_id(store, later, first + 5)  # seen before the ids below it: gaps
+    engine.preloader.run_once()
+    fake_clock.advance(GAP_TTL_MS + 1)
+    engine.preloader.run_once()  # the gaps are given up
+    [slow] = add_due(store, fake_clock, 1, 2_000)
+    set_id(store, slow, first + 2)  # the insert that committed late, due before the position
+    fake_clock.advance(LEASE_MS - GAP_TTL_MS - 2)
+    engine.preloader.run_once()
+    assert first + 2 not in held_ids(engine)
+    fake_clock.advance(1)  # a lease since the reading from the start
+    engine.preloader.run_once()
+    assert first + 2 in held_ids(engine)
 
 
 def test_alarms_announced_due_soon_share_one_pass_by_the_margin_before_the_first(

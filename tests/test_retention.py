@@ -50,7 +50,7 @@ def finish(store: AlarmStore, key: str, status: str, at_ms: int, application: st
         store.cancel(application, key, at_ms, actor=application)
     else:
         claims = SqlClaimStore(store)
-        [claim] = claims.load_due(target, 10, now_ms=target, after=(target - 1, 2**63 - 1))
+        [claim] = claims.load_due(target, 10, after=(target - 1, 2**63 - 1))
         with claims.ring_transaction() as tx:
             [row] = tx.lock_live([claim])
             if status == "rung":

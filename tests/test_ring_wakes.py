@@ -59,16 +59,17 @@ def test_a_lane_coming_free_wakes_the_loop_that_waited_for_one(mariadb_store, fa
 class FailingOnce(SqlClaimStore):
     """A database that is away for the first ring batch, which finds out once `fail` is set."""
 
-    def __init__(self, store) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, store, error: Exception | None = None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(store)
         self.fail = threading.Event()
         self.failed = False
+        self.error = error or Unavailable("the database is away")
 
     def ring_transaction(self, owner=0):  # type: ignore[no-untyped-def]
         if not self.failed:
             self.failed = True
             assert self.fail.wait(5)
-            raise Unavailable("the database is away")
+            raise self.error
         return super().ring_transaction(owner)
 
 
@@ -86,3 +87,25 @@ def test_claims_a_failed_batch_puts_back_wake_the_loop(store, fake_clock, publis
     eventually(lambda: engine.ringer.in_flight == 0)
     assert wakes.count == 1  # the first is back in the heap, due again in a second
     assert engine.heap.next_due_ms() == now + 2_000
+
+
+def test_a_batch_that_failed_unexpectedly_rings_its_alarms_shortly_after(
+    store, fake_clock, publisher
+):
+    """Not a database error but a fault of any kind: the alarms it had taken from the heap
+    go back to it, or nothing would read them again before the next reading from the start."""
+    engine = engine_on(store, fake_clock, publisher, ring_lanes=2, ring_lead_ms=0)
+    engine.ringer.batches.claims = claims = FailingOnce(store, RuntimeError("a fault"))
+    claims.fail.set()
+    now = fake_clock.now_ms()
+    create(store, now, "app", [now + 1_000])
+    preload(engine)
+    fake_clock.set(now + 1_000)
+    engine.ringer.run_once()
+    eventually(lambda: engine.ringer.in_flight == 0)
+    assert publisher.published == [] and len(engine.heap) == 1
+    fake_clock.set(now + 1_000 + engine.ringer.batches.tuning.db_retry_ms)
+    engine.ringer.run_once()
+    eventually(lambda: engine.ringer.in_flight == 0)
+    assert len(publisher.published) == 1
+    assert store.get("app", "app-0").status == "rung"

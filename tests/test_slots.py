@@ -49,14 +49,14 @@ def test_an_alarm_takes_its_slot_from_its_key_when_it_is_inserted(store: AlarmSt
 def test_a_read_takes_only_the_alarms_of_the_slots_asked_for(store: AlarmStore):
     slots = add(store, 200, NOW + 1_000)
     claims = SqlClaimStore(store)
-    upper = claims.load_due(NOW + 10_000, 1_000, now_ms=NOW, slots=UPPER)
+    upper = claims.load_due(NOW + 10_000, 1_000, slots=UPPER)
     expected = {alarm_id for alarm_id, slot in slots.items() if UPPER.holds(slot)}
     assert {claim.id for claim in upper} == expected and 60 < len(expected) < 140
     assert all(claim.slot == slots[claim.id] for claim in upper)
     assert claims.due_applications(NOW + 10_000, SlotRange(0, 512)) == {
         "app": min(NOW + 1_000 + i for i, a in enumerate(sorted(slots)) if slots[a] < 512)
     }
-    every = claims.load_due(NOW + 10_000, 1_000, now_ms=NOW)
+    every = claims.load_due(NOW + 10_000, 1_000)
     assert {claim.id for claim in every} == set(slots)  # all slots asked
 
 

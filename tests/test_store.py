@@ -129,7 +129,7 @@ def test_get_unknown_is_not_found(store: AlarmStore):
 
 def test_update_moves_target_and_drops_the_claim(store: AlarmStore):
     alarm, _ = store.create(new(), NOW)
-    claims = SqlClaimStore(store).load_due(NOW + 10_000, 10, now_ms=NOW)
+    claims = SqlClaimStore(store).load_due(NOW + 10_000, 10)
     assert [c.id for c in claims] == [alarm.id]
     moved = store.update(
         "app", "b1", AlarmChanges(target_ring_at=NOW + 5_000), NOW + 1, actor="app"
@@ -168,7 +168,7 @@ def test_cancel_twice_then_conflict_once_rung(store: AlarmStore):
     assert info.value.status == "cancelled"
     store.create(new("r", target=NOW), NOW)
     claims_store = SqlClaimStore(store)
-    claims = claims_store.load_due(NOW, 10, now_ms=NOW)
+    claims = claims_store.load_due(NOW, 10)
     with claims_store.ring_transaction() as tx:
         tx.mark_rung([(c.id, NOW) for c in claims], NOW)
     with pytest.raises(Conflict) as info:
@@ -183,14 +183,14 @@ def test_a_ring_batch_locks_only_its_own_rows_on_a_small_table(mariadb_store: Al
     store = mariadb_store
     claims_store = SqlClaimStore(store)
     store.create_many([new(f"l{i:02}", target=NOW) for i in range(60)], NOW)
-    claims = claims_store.load_due(NOW, 40, now_ms=NOW)
+    claims = claims_store.load_due(NOW, 40)
     done: dict[str, object] = {}
 
     def others() -> None:
         with claims_store.ring_transaction() as lane:
             done["other lane locked"] = len(lane.lock_live(claims[20:]))
         done["cancel"] = store.cancel("app", "l59", NOW, actor="app").status
-        done["claimed"] = len(claims_store.load_due(NOW, 100, now_ms=NOW))
+        done["claimed"] = len(claims_store.load_due(NOW, 100))
 
     with claims_store.ring_transaction() as holding:
         assert len(holding.lock_live(claims[:20])) == 20
@@ -207,7 +207,7 @@ def test_a_ring_batch_locks_only_its_own_rows_on_a_small_table(mariadb_store: Al
 def test_outcomes_of_a_ring_batch_are_recorded_per_alarm(store: AlarmStore):
     store.create_many([new(f"o{i}", target=NOW) for i in range(7)], NOW)
     claims_store = SqlClaimStore(store)
-    ids = [c.id for c in claims_store.load_due(NOW, 10, now_ms=NOW)]
+    ids = [c.id for c in claims_store.load_due(NOW, 10)]
     with claims_store.ring_transaction() as tx:
         # three publish groups, each with its own time; one dead, one expired
         tx.mark_rung(
@@ -237,7 +237,7 @@ def test_a_ring_batch_is_freed_when_it_ends_without_waiting_for_the_garbage_coll
     whose pass then pauses every thread of the engine for tens of milliseconds."""
     store.create_many([new(f"g{i}", target=NOW) for i in range(5)], NOW)
     claims_store = SqlClaimStore(store)
-    claims = claims_store.load_due(NOW, 10, now_ms=NOW)
+    claims = claims_store.load_due(NOW, 10)
     gc.collect()
     gc.disable()
     try:
@@ -271,9 +271,9 @@ def test_a_read_is_earliest_first_within_the_horizon_and_writes_nothing(store: A
         store.create(new(f"b{i}", target=NOW + i * 100), NOW)
     before = store.list("app", None, 100, None)
     claims_store = SqlClaimStore(store)
-    first = claims_store.load_due(NOW + 1_950, 10, now_ms=NOW)
+    first = claims_store.load_due(NOW + 1_950, 10)
     assert [c.due_ms for c in first] == [NOW + i * 100 for i in range(10)]
-    every = claims_store.load_due(NOW + 1_950, 100, now_ms=NOW)
+    every = claims_store.load_due(NOW + 1_950, 100)
     assert [c.due_ms for c in every] == [NOW + i * 100 for i in range(20)]
     assert every[:10] == first  # read again, the same: nothing was taken
     assert store.list("app", None, 100, None) == before
@@ -285,10 +285,10 @@ def test_a_read_from_a_position_starts_just_after_it(store: AlarmStore):
     tie, _ = store.create(new("tie", target=NOW + 300), NOW)  # due with b3, a later id
     claims_store = SqlClaimStore(store)
     b3 = store.get("app", "b3")
-    taken = claims_store.load_due(NOW + 1_000, 10, now_ms=NOW, after=(NOW + 300, b3.id))
+    taken = claims_store.load_due(NOW + 1_000, 10, after=(NOW + 300, b3.id))
     assert (taken[0].due_ms, taken[0].id) == (NOW + 300, tie.id)
     assert [c.due_ms for c in taken] == [NOW + 300, NOW + 400, NOW + 500]
-    before = claims_store.load_due(NOW + 1_000, 10, now_ms=NOW, after=(NOW + 199, 2**63 - 1))
+    before = claims_store.load_due(NOW + 1_000, 10, after=(NOW + 199, 2**63 - 1))
     assert [c.due_ms for c in before] == [NOW + 200, NOW + 300, NOW + 300, NOW + 400, NOW + 500]
 
 
@@ -297,11 +297,11 @@ def test_a_read_for_one_application_takes_only_its_earliest_due(store: AlarmStor
         store.create(new(f"a{i}", target=NOW + i * 100, application="a"), NOW)
         store.create(new(f"b{i}", target=NOW + 50 + i * 100, application="b"), NOW)
     claims_store = SqlClaimStore(store)
-    taken = claims_store.load_due(NOW + 250, 10, now_ms=NOW, application="b")
+    taken = claims_store.load_due(NOW + 250, 10, application="b")
     assert [(c.application, c.due_ms) for c in taken] == [
         ("b", NOW + 50), ("b", NOW + 150), ("b", NOW + 250)
     ]  # fmt: skip
-    rest = claims_store.load_due(NOW + 250, 10, now_ms=NOW)
+    rest = claims_store.load_due(NOW + 250, 10)
     assert [c.application for c in rest] == ["a", "b", "a", "b", "a", "b"]
 
 
@@ -314,7 +314,7 @@ def test_due_applications_names_each_with_its_earliest_unclaimed_due(store: Alar
     store.cancel("d", "d0", NOW, actor="d")  # finished rows do not count
     claims_store = SqlClaimStore(store)
     assert claims_store.due_applications(NOW + 1_000) == {"a": NOW + 100, "b": NOW + 300}
-    claims_store.load_due(NOW + 200, 10, now_ms=NOW)  # a read changes nothing
+    claims_store.load_due(NOW + 200, 10)  # a read changes nothing
     assert claims_store.due_applications(NOW + 1_000) == {"a": NOW + 100, "b": NOW + 300}
     claim_as_before_slots(store, [a0.id], owner=7, lease_until_ms=NOW + 30_000)
     assert claims_store.due_applications(NOW + 1_000) == {"a": NOW + 700, "b": NOW + 300}
@@ -323,31 +323,29 @@ def test_due_applications_names_each_with_its_earliest_unclaimed_due(store: Alar
 def test_defer_makes_alarms_due_later_and_moves_their_version(store: AlarmStore):
     alarm, _ = store.create(new(target=NOW + 500), NOW)
     claims_store = SqlClaimStore(store)
-    [claim] = claims_store.load_due(NOW + 1_000, 10, now_ms=NOW)
+    [claim] = claims_store.load_due(NOW + 1_000, 10)
     later = claim._replace(due_ms=NOW + 20_000)
     assert claims_store.defer([later], NOW) == 1
     assert claims_store.defer([later], NOW) == 0  # stale: its version moved
     assert store.get("app", "b1").next_try_time == NOW + 20_000
-    assert claims_store.load_due(NOW + 1_000, 10, now_ms=NOW) == []
-    [again] = claims_store.load_due(NOW + 20_000, 10, now_ms=NOW)
+    assert claims_store.load_due(NOW + 1_000, 10) == []
+    [again] = claims_store.load_due(NOW + 20_000, 10)
     assert (again.id, again.version) == (alarm.id, claim.version + 1)
 
 
-def test_an_alarm_a_release_before_slots_claimed_is_read_once_its_lease_ended(
-    store: AlarmStore,
-):
-    """Its lease's end falls within a window long before the lease ends: read then, it would
-    ring at that end, not when due."""
+def test_an_alarm_a_release_before_slots_claimed_is_read_at_its_leases_end(store: AlarmStore):
+    """Its next_try_time is that lease's end: read in that order, it rings then unless that
+    release rang it or gave it back first (its version moved)."""
     alarm, _ = store.create(new(target=NOW), NOW)
     store.create(new(business_id="b2", target=NOW + 5_000), NOW)
     claims = SqlClaimStore(store)
-    [old] = claims.load_due(NOW, 10, now_ms=NOW)
+    [old] = claims.load_due(NOW, 10)
     claim_as_before_slots(store, [alarm.id], owner=7, lease_until_ms=NOW + 30_000)
-    later = NOW + 25_000  # the lease ends within a 10 s window from here
-    assert [c.due_ms for c in claims.load_due(later + 10_000, 10, now_ms=later)] == [NOW + 5_000]
-    assert claims.load_due(NOW + 30_000 - 1, 10, now_ms=NOW + 30_000 - 1)[0].due_ms == NOW + 5_000
-    ended = claims.load_due(NOW + 30_000, 10, now_ms=NOW + 30_000)
+    assert [c.due_ms for c in claims.load_due(NOW + 29_999, 10)] == [NOW + 5_000]
+    ended = claims.load_due(NOW + 30_000, 10)
     assert [(c.id, c.due_ms) for c in ended][-1] == (alarm.id, NOW + 30_000)
+    ids, found = claims.load_new(0, [], 10)
+    assert alarm.id in ids and (alarm.id, NOW + 30_000) in [(c.id, c.due_ms) for c in found]
     with claims.ring_transaction() as tx:
         assert tx.lock_live([old]) == []  # its version moved with the claim
         assert alarm.id in [r.id for r in tx.lock_live(ended)]
@@ -356,7 +354,7 @@ def test_an_alarm_a_release_before_slots_claimed_is_read_once_its_lease_ended(
 def test_retry_bookkeeping(store: AlarmStore):
     store.create(new(target=NOW), NOW)
     claims_store = SqlClaimStore(store)
-    claims = claims_store.load_due(NOW, 10, now_ms=NOW)
+    claims = claims_store.load_due(NOW, 10)
     with claims_store.ring_transaction() as tx:
         tx.schedule_retries([(claims[0].id, NOW + 800)], NOW)
     alarm = store.get("app", "b1")

@@ -560,7 +560,7 @@ def test_calls_never_started_are_given_back_pending_and_due_now(store: AlarmStor
     now = 1_700_000_000_000
     for key in ("a", "b"):
         store.create(NewAlarm("hooks", key, "p", now, None), now - 1_000)
-    taken = claims.load_due(now, 10, now_ms=now)
+    taken = claims.load_due(now, 10)
     with claims.ring_transaction() as tx:
         tx.lock_live(taken)
         tx.hand_off([(c.id, now + 15_000) for c in taken], now, keep_claim=True)
@@ -570,7 +570,7 @@ def test_calls_never_started_are_given_back_pending_and_due_now(store: AlarmStor
     a, b = store.get("hooks", "a"), store.get("hooks", "b")
     assert (a.status, a.next_try_time) == ("pending", now + 20)
     assert (b.status, b.next_try_time) == ("delivering", now + 15_000)
-    assert claims.load_due(now + 20, 10, now_ms=now + 20) == [
+    assert claims.load_due(now + 20, 10) == [
         Claim(now + 20, a.id, handed[0].version + 1, "hooks", slot_of("hooks", "a"))
     ]
 

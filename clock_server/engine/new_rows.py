@@ -7,8 +7,9 @@ grow. Ids are handed out when a row is inserted, not when its transaction commit
 later id can be seen before an earlier one: every id missing below the highest seen is kept
 as a gap and looked at again at each pass, until it is seen or `gap_ttl_ms` has passed
 (most gaps are ids that never become rows: an INSERT IGNORE of a key that existed, a
-transaction rolled back). The preloader's reading from the start, every lease, is the
-backstop for a transaction slower than that.
+transaction rolled back). An id given up on (its time passed, too many gaps, a jump not
+walked) is reported (`gave_up`): the preloader then reads from the start, which finds the row
+of a transaction slower than that.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class NewRows:
         self.gap_ttl_ms = gap_ttl_ms
         self.max_gaps = max_gaps
         self._gaps: dict[int, int] = {}
+        # An id was given up on since the preloader last read from the start: it may be a row
+        # that committed later, due before where the reading has got to.
+        self.gave_up = False
 
     def gaps(self) -> list[int]:
         return sorted(self._gaps)
@@ -37,16 +41,21 @@ class NewRows:
         if above:
             newest = max(above)
             # A jump of the ids far larger than the gaps kept (an AUTO_INCREMENT set by hand)
-            # is not walked: the backstop finds what it skipped.
+            # is not walked: the reading from the start finds what it skipped.
             if newest - self.after_id - len(above) <= self.max_gaps:
                 for missing in range(self.after_id + 1, newest):
                     if missing not in found:
                         self._gaps[missing] = now_ms
+            else:
+                self.gave_up = True
             self.after_id = newest
         expired = [gap for gap, since in self._gaps.items() if now_ms - since > self.gap_ttl_ms]
         for gap in expired:
             del self._gaps[gap]
-        if len(self._gaps) > self.max_gaps:  # the oldest go first; the backstop finds them
+        if len(self._gaps) > self.max_gaps:  # the oldest go first
             by_age = sorted(self._gaps, key=lambda gap: (self._gaps[gap], gap))
             for gap in by_age[: -self.max_gaps]:
                 del self._gaps[gap]
+            expired.append(by_age[0])
+        if expired:
+            self.gave_up = True

@@ -24,7 +24,21 @@ NEW_ROWS_BATCH = 10_000
 # known key), so a longer time would mostly cost each pass a longer list of ids; an insert
 # slower than this is found by the reading from the start, once a lease.
 GAP_TTL_MS = 5_000
+# With nothing given up, the reading from the start comes once in this many leases: it reads
+# the whole window again (10,000 rows at 1,000 alarms/s), and what it is left to find then is
+# a change made by hand, outside the API.
+FULL_READING_LEASES = 10
 _LAST_ID = 2**63 - 1
+
+
+def reads_from_start(since_ms: int, gave_up: bool, lease_ms: int) -> bool:
+    """Whether the reading starts again from the start, `since_ms` after it last did; with
+    `gave_up`, an id among the new ones was given up on since (its row may have committed
+    later, due before where the reading has got to). A share that moved starts it at once
+    (`Preloader.restart`)."""
+    if gave_up:
+        return since_ms >= lease_ms
+    return since_ms >= FULL_READING_LEASES * lease_ms
 
 
 class Preloader:
@@ -42,8 +56,10 @@ class Preloader:
       (store.moves), and the next pass reads again from that time;
     - one of this engine's own: a retry or an alarm held back goes back to the heap, and the
       claims a full heap displaced are read again from the earliest of them.
-    The engine's share of the slots changing (`restart`), and every lease as the backstop,
-    the reading starts again from the start; the heap keeps one claim per alarm.
+    The reading starts again from the start when something may have been missed: the
+    engine's share of the slots changed (`restart`); an id among the new ones was given up on
+    (at most once a lease); and otherwise once in `FULL_READING_LEASES` leases, which finds a
+    change made by hand. The heap keeps one claim per alarm, so a second read is dropped.
 
     While the heap is full of a backlog (its head overdue by `backlog_ms`), a pass instead
     reads the due alarms of the applications that hold less than an equal part of the heap,
@@ -87,7 +103,7 @@ class Preloader:
         self.batch = batch
         self._position: Position | None = None  # None: from the start
         self._new: NewRows | None = None
-        self._restart_at_ms: int | None = None  # the backstop's next reading from the start
+        self._read_from_start_ms: int | None = None  # when the reading last started again
         self._restart = threading.Event()
 
     def restart(self) -> None:
@@ -120,12 +136,16 @@ class Preloader:
         return 0.0 if more_new else wait_s
 
     def _restart_when_due(self, now_ms: int) -> None:
-        if self._restart_at_ms is None:
-            self._restart_at_ms = now_ms + self.lease_ms
-        if self._restart.is_set() or now_ms >= self._restart_at_ms:
+        if self._read_from_start_ms is None:  # the first pass reads from the start
+            self._read_from_start_ms = now_ms
+        since_ms = now_ms - self._read_from_start_ms
+        gave_up = self._new is not None and self._new.gave_up
+        if self._restart.is_set() or reads_from_start(since_ms, gave_up, self.lease_ms):
             self._restart.clear()  # before the reading: a restart asked during it counts
             self._position = None
-            self._restart_at_ms = now_ms + self.lease_ms
+            self._read_from_start_ms = now_ms
+            if self._new is not None:
+                self._new.gave_up = False
 
     def _read_again_from(self, due_ms: int) -> None:
         """Alarms due from `due_ms` on may be missing from the heap: read them again."""
@@ -148,9 +168,7 @@ class Preloader:
             # What is already there, the reading from the start finds.
             self._new = NewRows(self.claims.newest_id(), gap_ttl_ms=GAP_TTL_MS)
             return False
-        ids, found = self.claims.load_new(
-            self._new.after_id, self._new.gaps(), NEW_ROWS_BATCH, now_ms=now_ms
-        )
+        ids, found = self.claims.load_new(self._new.after_id, self._new.gaps(), NEW_ROWS_BATCH)
         self._new.saw(ids, now_ms)
         position = self._position
         if position is not None:
@@ -167,9 +185,7 @@ class Preloader:
                 self._share(now_ms, horizon_ms, slots)
                 return self.interval_s
             return self._until_backlogged_s(now_ms)
-        loaded = self.claims.load_due(
-            horizon_ms, limit, now_ms=now_ms, after=self._position, slots=slots
-        )
+        loaded = self.claims.load_due(horizon_ms, limit, after=self._position, slots=slots)
         if loaded:
             self._hold(loaded)
         if len(loaded) < limit:
@@ -210,7 +226,7 @@ class Preloader:
         for application, room in wanting.items():
             # From the application's earliest: those already held are read again and kept once.
             loaded = self.claims.load_due(
-                horizon_ms, held.get(application, 0) + min(each, room), now_ms=now_ms,
+                horizon_ms, held.get(application, 0) + min(each, room),
                 application=application, slots=slots,
             )  # fmt: skip
             if loaded:

@@ -109,8 +109,7 @@ class BatchRinger:
             log.warning(
                 "ring batch of %d failed: %s", len(due), error, extra={"action": "ring_db_error"}
             )
-            retry_at = self.clock.now_ms() + self.tuning.db_retry_ms
-            self._push_back(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
+            self.try_again_later(due)
             return
         if again:
             self._push_back(again)
@@ -207,6 +206,13 @@ class BatchRinger:
             claims[row.id]._replace(due_ms=max(claims[row.id].due_ms, again_ms)) for row in held
         )
         self.outcomes.held(held, self.tuning.broker_hold_ms)
+
+    def try_again_later(self, due: Iterable[Claim]) -> None:
+        """Return the claims of a batch that failed to the heap, `RingTuning.db_retry_ms`
+        from now: nothing else would read them again before the preloader's next reading
+        from the start. Those it recorded after all are not live to the next try."""
+        retry_at = self.clock.now_ms() + self.tuning.db_retry_ms
+        self._push_back(c._replace(due_ms=max(c.due_ms, retry_at)) for c in due)
 
     def _push_back(self, claims: Iterable[Claim]) -> None:
         """Return claims to the heap; the ring loop may sleep past their due time."""

@@ -163,7 +163,7 @@ class Ringer:
 
     def close(self, deadline: Deadline) -> int:
         """Wait until the batches in flight finish or `deadline` passes; returns how many were
-        still unfinished then (their claims return when their lease ends)."""
+        still unfinished then (the engines that share the slots next read them)."""
         if self._executor is None:
             return 0
         self._executor.shutdown(wait=False)
@@ -180,9 +180,10 @@ class Ringer:
         try:
             self.batches.ring(due, since_ms, plan)
         except Exception:
-            log.exception("ring batch of %d failed; its claims return when their lease ends",
+            log.exception("ring batch of %d failed; its alarms are tried again shortly",
                           len(due), extra={"action": "ring_error"})  # fmt: skip
             self.batches.metrics.loop_error("ring_batch")
+            self.batches.try_again_later(due)
         finally:
             with self._in_flight_lock:
                 self._busy[plan.lane] -= 1

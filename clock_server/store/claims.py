@@ -50,7 +50,6 @@ class SqlClaimStore:
         horizon_ms: int,
         limit: int,
         *,
-        now_ms: int,
         after: Position | None = None,
         application: str | None = None,
         slots: SlotRange = ALL_SLOTS,
@@ -61,9 +60,9 @@ class SqlClaimStore:
         slots are this engine's alone, and the ring transaction locks the rows and checks
         each version (store.row_locks).
 
-        A row an engine of a release before slots claimed (`claimed_by`) under a lease not
-        ended by `now_ms` is left to it: its next_try_time is that lease's end, not when it
-        is due.
+        A row an engine of a release before slots claimed (`claimed_by`) is read at its
+        next_try_time, which is that lease's end: rung then unless that engine rang it or
+        gave it back first (its version moved; the ring batch reads it again).
         """
         caps = self.store.caps
         # Without the hint MariaDB reads a wide range by `status` alone, which cannot start
@@ -71,14 +70,13 @@ class SqlClaimStore:
         index = "ix_clock_application_due" if application else "ix_clock_status_next_try_time"
         hint = f" FORCE INDEX ({index})" if caps.index_hints else ""
         only = " AND application = :application" if application else ""
-        unheld = f" AND (claimed_by = 0 OR next_try_time <= {int(now_ms)})"
         since = ""
         if after is not None:
             due, alarm_id = int(after[0]), int(after[1])
             since = f" AND next_try_time >= {due} AND (next_try_time > {due} OR id > {alarm_id})"
         query = text(
             f"SELECT next_try_time, id, version, application, slot FROM {_TABLE}{hint}"
-            f" WHERE status = '{PENDING}'{only}{unheld}{since}{slot_filter(slots)}"
+            f" WHERE status = '{PENDING}'{only}{since}{slot_filter(slots)}"
             f" AND next_try_time <= {int(horizon_ms)}"
             f" ORDER BY next_try_time, id LIMIT {int(limit)}"
         )
@@ -87,21 +85,21 @@ class SqlClaimStore:
             return [Claim._make(row) for row in conn.execute(query, params)]
 
     def load_new(
-        self, after_id: int, gaps: Sequence[int], limit: int, *, now_ms: int
+        self, after_id: int, gaps: Sequence[int], limit: int
     ) -> tuple[list[int], list[Claim]]:
         """The alarms inserted after `after_id` (up to `limit`, by id) and those of `gaps`:
-        every id found, and, as claims, those found pending and held by no engine."""
+        every id found, and, as claims, those found pending."""
         maybe = f" OR id IN ({id_list(gaps)})" if gaps else ""
         query = text(
-            f"SELECT id, next_try_time, version, application, slot, status, claimed_by"
+            f"SELECT id, next_try_time, version, application, slot, status"
             f" FROM {_TABLE} WHERE id > {int(after_id)}{maybe} ORDER BY id LIMIT {int(limit)}"
         )
         with translate_errors(), self.store.db.connect() as conn:
             rows = conn.execute(query).all()
         claims = [
             Claim(due_ms, alarm_id, version, application, slot)
-            for alarm_id, due_ms, version, application, slot, status, holder in rows
-            if status == PENDING and (holder == 0 or due_ms <= now_ms)
+            for alarm_id, due_ms, version, application, slot, status in rows
+            if status == PENDING
         ]
         return [row[0] for row in rows], claims
 

@@ -78,21 +78,20 @@ class ClaimStore(Protocol):
         horizon_ms: int,
         limit: int,
         *,
-        now_ms: int,
         after: Position | None = None,
         application: str | None = None,
         slots: SlotRange = ALL_SLOTS,
     ) -> list[Claim]:
         """Up to `limit` pending alarms of `slots` due by `horizon_ms`, in (next_try_time, id)
         order after `after` (of `application` alone, when given), read without a write. An
-        alarm an engine holds under a lease not ended by `now_ms` is left out."""
+        alarm an engine of a release before slots claimed is read at its lease's end."""
         ...
 
     def load_new(
-        self, after_id: int, gaps: Sequence[int], limit: int, *, now_ms: int
+        self, after_id: int, gaps: Sequence[int], limit: int
     ) -> tuple[list[int], list[Claim]]:
         """The alarms inserted after `after_id` (up to `limit`, by id) and those of `gaps`:
-        every id found, and the pending ones no engine holds, as claims."""
+        every id found, and the pending ones, as claims."""
         ...
 
     def newest_id(self) -> int:
