@@ -56,6 +56,6 @@ class NewRows:
             by_age = sorted(self._gaps, key=lambda gap: (self._gaps[gap], gap))
             for gap in by_age[: -self.max_gaps]:
                 del self._gaps[gap]
-            expired.append(by_age[0])
+            self.gave_up = True
         if expired:
             self.gave_up = True

@@ -22,7 +22,7 @@ NEW_ROWS_BATCH = 10_000
 # How long an id missing below the newest seen is looked for again. A create's transaction
 # commits within milliseconds of its insert, and most gaps never become rows (a create of a
 # known key), so a longer time would mostly cost each pass a longer list of ids; an insert
-# slower than this is found by the reading from the start, once a lease.
+# slower than this is found by the reading from the start a lease after it is given up.
 GAP_TTL_MS = 5_000
 # With nothing given up, the reading from the start comes once in this many leases: it reads
 # the whole window again (10,000 rows at 1,000 alarms/s), and what it is left to find then is
