@@ -84,6 +84,15 @@ class ServiceHarness:
         self.engine.preloader.run_once()
         settle(self.engine, self.clock)
 
+    def step_through(self) -> None:
+        """`step`, then move the clock to each moment a ring lane sleeps until (a batch took
+        alarms due a little later than now, and holds their rows until then): every batch
+        taken is recorded when this returns."""
+        self.step()
+        while (moment := self.clock.next_wake_ms()) is not None:
+            self.clock.set(moment)
+            settle(self.engine, self.clock)
+
     def serve(self) -> Iterator[str]:
         """The API on a real HTTP server, for the SDK: its base URL until closed."""
         yield from serve_wsgi(self.app)

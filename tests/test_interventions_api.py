@@ -46,7 +46,7 @@ def until_dead(h: Harness, business_id: str) -> None:
     h.publisher.fail_next(1_000)
     h.clock.set(max(h.clock.now_ms(), h.store.get("billing", business_id).next_try_time))
     for _ in range(10):
-        h.step()
+        h.step_through()
         alarm = h.store.get("billing", business_id)
         if alarm.status == "dead":
             break
