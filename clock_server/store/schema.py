@@ -76,9 +76,11 @@ alarm_table = Table(
     # insert from its key; an engine claims only the alarms of the slots it owns.
     Column("slot", SmallInteger, nullable=False, server_default="0"),
     UniqueConstraint("application", "business_id", name="uq_clock_application_business_id"),
-    Index("ix_clock_status_next_try_time", "status", "next_try_time"),
+    # The slot last: an engine's reading of its own slots filters the others' on the index
+    # entries, in (next_try_time, id) order (alembic 0018).
+    Index("ix_clock_status_next_try_time", "status", "next_try_time", "id", "slot"),
     Index("ix_clock_application_id", "application", "id"),
-    Index("ix_clock_application_due", "application", "status", "next_try_time"),
+    Index("ix_clock_application_due", "application", "status", "next_try_time", "id", "slot"),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )
