@@ -55,6 +55,7 @@ RANGES: dict[str, Range] = {
     "web_nice": Range(0, 19, "a process's niceness"),
     "preload_window_s": SECONDS,
     "preload_interval_s": SECONDS,
+    "preload_read_groups": Range(1, 32, "groups of the slots read side by side"),
     "heap_size": Range(1, 10_000_000),
     "lease_s": SECONDS,
     "heartbeat_s": SECONDS,

@@ -8,6 +8,7 @@ from the start: a lease after an id among the new ones was given up on, else onc
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -16,9 +17,11 @@ from sqlalchemy import text
 from clock_server.engine.alarm_engine import WAKE_MARGIN_MS, AlarmEngine
 from clock_server.engine.loop import StepLoop
 from clock_server.engine.preloader import FULL_READING_LEASES, GAP_TTL_MS, reads_from_start
+from clock_server.engine.slot_groups import split
 from clock_server.model import AlarmChanges, Claim, NewAlarm
 from clock_server.runtime.build_engine import build_engine
 from clock_server.settings import Settings
+from clock_server.slot_space import ALL_SLOTS, SlotRange
 from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.ports import Position
@@ -30,19 +33,32 @@ LEASE_MS = 30_000
 
 
 class RecordingClaims(SqlClaimStore):
-    """The real claim store, remembering where each read of due alarms started."""
+    """The real claim store, remembering where each read of due alarms started, of which
+    slots, on which thread, and what it read. With `together`, each read waits until that
+    many are in flight at once."""
 
-    def __init__(self, store: AlarmStore) -> None:
+    def __init__(self, store: AlarmStore, together: int = 1) -> None:
         super().__init__(store)
         self.positions: list[Position | None] = []
+        self.reads: list[tuple[SlotRange, str, list[int]]] = []
+        self._together = threading.Barrier(together, timeout=5) if together > 1 else None
+        self._lock = threading.Lock()
 
     def load_due(self, *args: Any, **kwargs: Any) -> list[Claim]:
-        if kwargs.get("application") is None:
+        if kwargs.get("application") is not None:
+            return super().load_due(*args, **kwargs)
+        if self._together is not None:
+            self._together.wait()
+        loaded = super().load_due(*args, **kwargs)
+        with self._lock:
             self.positions.append(kwargs.get("after"))
-        return super().load_due(*args, **kwargs)
+            name = threading.current_thread().name
+            self.reads.append((kwargs.get("slots", ALL_SLOTS), name, [c.id for c in loaded]))
+        return loaded
 
 
 def make(store: AlarmStore, clock: SettableClock, **settings: Any) -> AlarmEngine:
+    together = settings.pop("together", 1)
     chosen = Settings(
         **{
             "claim_batch": 3,
@@ -50,12 +66,13 @@ def make(store: AlarmStore, clock: SettableClock, **settings: Any) -> AlarmEngin
             "preload_window_s": 10,
             "ring_lanes": 1,
             "ring_lead_ms": 0,
+            "preload_read_groups": 1,  # one reading, in order; `groups` tests read four
             **settings,
         }
     )
     built = build_engine(chosen, store, InMemoryPublisher(), clock)
     assert built.liveness.lease_ms == LEASE_MS  # the default
-    built.preloader.claims = RecordingClaims(store)
+    built.preloader.claims = RecordingClaims(store, together)
     built.liveness.run_once()  # joins, and owns every slot
     built.preloader.run_once()  # its first look at the newest id
     return built
@@ -70,6 +87,12 @@ def positions(engine: AlarmEngine) -> list[Position | None]:
     claims = engine.preloader.claims
     assert isinstance(claims, RecordingClaims)
     return claims.positions
+
+
+def positions_and_reads(engine: AlarmEngine) -> list[tuple[SlotRange, str, list[int]]]:
+    claims = engine.preloader.claims
+    assert isinstance(claims, RecordingClaims)
+    return claims.reads
 
 
 def add_due(store: AlarmStore, clock: SettableClock, count: int, first_in_ms: int) -> list[int]:
@@ -110,17 +133,23 @@ def test_reading_writes_nothing(store, fake_clock, engine):
     assert after == before
 
 
-def test_an_alarm_inserted_before_the_position_is_read_by_its_id(store, fake_clock):
+GROUPS = pytest.mark.parametrize("groups", [1, 4])  # four groups read side by side on MariaDB
+
+
+@GROUPS
+def test_an_alarm_inserted_before_the_position_is_read_by_its_id(store, fake_clock, groups):
     add_due(store, fake_clock, 30, 2_000)
-    engine = make(store, fake_clock)  # part way through them
+    engine = make(store, fake_clock, preload_read_groups=groups)  # part way through them
     [sooner] = add_due(store, fake_clock, 1, 500)
     engine.preloader.run_once()
     assert sooner in held_ids(engine)
 
 
+@GROUPS
 def test_an_alarm_another_process_moved_sooner_is_read_by_the_mark_it_left(
-    store, fake_clock, engine
+    store, fake_clock, groups
 ):
+    engine = make(store, fake_clock, preload_read_groups=groups)
     [later] = add_due(store, fake_clock, 1, 5_000)
     while engine.preloader.run_once() == 0.0:
         pass
@@ -134,8 +163,9 @@ def test_an_alarm_another_process_moved_sooner_is_read_by_the_mark_it_left(
     assert engine.preloader.registry.moves_of(engine.liveness.engine_id or 0)[1] is None
 
 
-def test_claims_a_full_heap_displaced_are_read_again_when_there_is_room(store, fake_clock):
-    engine = make(store, fake_clock, heap_size=4)
+@GROUPS
+def test_claims_a_full_heap_displaced_are_read_again_when_there_is_room(store, fake_clock, groups):
+    engine = make(store, fake_clock, heap_size=4, preload_read_groups=groups)
     first = add_due(store, fake_clock, 6, 3_000)
     while engine.preloader.run_once() == 0.0:
         pass
@@ -149,6 +179,32 @@ def test_claims_a_full_heap_displaced_are_read_again_when_there_is_room(store, f
     while engine.preloader.run_once() == 0.0:
         pass
     assert held_ids(engine) == set(first[1:5])  # the displaced, read again, and the next
+
+
+def test_the_groups_of_the_slots_are_read_side_by_side_each_from_where_it_got_to(
+    mariadb_store, fake_clock
+):
+    ids = add_due(mariadb_store, fake_clock, 40, 1_000)
+    # Each read waits until all four are in flight: read one after another, they would not be.
+    engine = make(mariadb_store, fake_clock, preload_read_groups=4, claim_batch=8, together=4)
+    while engine.preloader.run_once() == 0.0:
+        pass
+    assert held_ids(engine) == set(ids)
+    claims = engine.preloader.claims
+    assert isinstance(claims, RecordingClaims)
+    assert {slots for slots, _, _ in claims.reads} == set(split(ALL_SLOTS, 4))
+    assert all(name.startswith("clock-preload-read") for _, name, _ in claims.reads)
+    # Each group went on from where it had got to: no alarm was read twice.
+    read = [alarm_id for _, _, loaded in claims.reads for alarm_id in loaded]
+    assert sorted(read) == sorted(ids)
+    engine.preloader.close()
+
+
+def test_four_groups_are_read_side_by_side_on_a_server_and_in_one_scan_on_sqlite(store, fake_clock):
+    engine = make(store, fake_clock, preload_read_groups=4)  # it has made its first pass
+    read = {slots for slots, _, _ in positions_and_reads(engine)}
+    assert read == (set(split(ALL_SLOTS, 4)) if store.caps.row_locks else {ALL_SLOTS})
+    engine.preloader.close()
 
 
 TEN_LEASES_MS = FULL_READING_LEASES * LEASE_MS
@@ -185,8 +241,10 @@ def set_id(store: AlarmStore, alarm_id: int, new_id: int) -> None:
         conn.execute(text(f"UPDATE clock SET id = {new_id} WHERE id = {alarm_id}"))
 
 
-def test_an_id_given_up_on_has_the_reading_start_again_a_lease_later(store, fake_clock, engine):
+@GROUPS
+def test_an_id_given_up_on_has_the_reading_start_again_a_lease_later(store, fake_clock, groups):
     """A row whose insert committed long after a later id's is found all the same."""
+    engine = make(store, fake_clock, preload_read_groups=groups)
     [first] = add_due(store, fake_clock, 1, 20_000)
     engine.preloader.run_once()
     [later] = add_due(store, fake_clock, 1, 20_000)

@@ -103,8 +103,9 @@ class AlarmEngine:
             # Join, and take over the engines that fell silent, before anything else: after
             # a crash and restart, the claims of the former process ring that much sooner.
             self.liveness.run_once()
-            # a connection per lane and express lane, the preloader's, maintenance's
-            self.claims.connect_ahead(self.tuning.connections + 2)
+            # a connection per lane and express lane, the preloader's, each group it reads
+            # side by side, maintenance's
+            self.claims.connect_ahead(self.tuning.connections + self.preloader.readers + 2)
         except Exception as error:  # the loops connect and join when the database is back
             log.warning(
                 "could not connect ahead or join the registry: %s",
@@ -146,6 +147,7 @@ class AlarmEngine:
                 log.error(
                     "%s did not stop in time", loop.name, extra={"action": "engine_stop_late"}
                 )
+        self.preloader.close()
         self._give_back()
         unfinished = self.ringer.close(deadline)
         self._leave_when_done(unfinished + self._close_webhooks(deadline))

@@ -7,10 +7,12 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from clock_server.engine.heap import ClaimHeap
 from clock_server.engine.loop import Waker
 from clock_server.engine.new_rows import NewRows
+from clock_server.engine.slot_groups import SlotGroups
 from clock_server.metrics import Metrics
 from clock_server.model import Claim
 from clock_server.slot_space import ALL_SLOTS, SlotRange
@@ -47,7 +49,9 @@ class Preloader:
     (engine.slot_shares), and each ring transaction locks its rows and checks their versions.
 
     The reading goes once through the alarms in (due time, id) order and remembers where it
-    got to (the position): what lies before it is in the heap, rang, or went elsewhere. Three
+    got to (the position): what lies before it is in the heap, rang, or went elsewhere. With
+    `read_groups`, the engine's slots are cut into that many groups, read side by side, each
+    with its own position (engine.slot_groups). Three
     ways bring an alarm due before the position to the heap:
     - one inserted since: every pass reads the ids inserted since its last look, and the gaps
       among them (engine.new_rows);
@@ -85,9 +89,12 @@ class Preloader:
         batch: int,
         backlog_ms: int = 100,
         slots: Callable[[], SlotRange] = lambda: ALL_SLOTS,
+        read_groups: int = 1,
     ) -> None:
         """`claiming`: this engine's registry id (engine.liveness); `backlog_ms`:
-        `RingTuning.backlog_ms`; `slots`: the slots this engine owns now."""
+        `RingTuning.backlog_ms`; `slots`: the slots this engine owns now; `read_groups`: how
+        many groups of them are read side by side (CLOCK_PRELOAD_READ_GROUPS where the store
+        reads on several connections at once)."""
         self.claims = claims
         self.registry = registry
         self.backlog_ms = backlog_ms
@@ -101,7 +108,10 @@ class Preloader:
         self.interval_s = interval_s
         self.lease_ms = lease_ms
         self.batch = batch
-        self._position: Position | None = None  # None: from the start
+        self.read_groups = read_groups
+        # Cut at the first pass: whether the store reads side by side is asked of the database.
+        self._groups: SlotGroups | None = None
+        self._readers: ThreadPoolExecutor | None = None
         self._new: NewRows | None = None
         self._read_from_start_ms: int | None = None  # when the reading last started again
         self._restart = threading.Event()
@@ -112,8 +122,19 @@ class Preloader:
 
     @property
     def position(self) -> Position | None:
-        """Where the reading has got to; None when the next pass starts from the start."""
-        return self._position
+        """Where the reading of every group has got to; None when the next pass starts one
+        from the start."""
+        return self._groups.position if self._groups is not None else None
+
+    @property
+    def readers(self) -> int:
+        """The connections the groups read side by side may take beside the preloader's."""
+        return self.read_groups if self.read_groups > 1 else 0
+
+    def close(self) -> None:
+        """Stop the threads that read the groups side by side."""
+        if self._readers is not None:
+            self._readers.shutdown(wait=True)
 
     def run_once(self) -> float:
         """One pass; returns seconds until the next (0 when a read came back full)."""
@@ -124,9 +145,20 @@ class Preloader:
         finally:
             self.metrics.preload_duration.observe(time.perf_counter() - started)
 
+    def _slot_groups(self) -> SlotGroups:
+        if self._groups is None:
+            side_by_side = self.read_groups > 1 and self.claims.reads_in_parallel
+            self._groups = SlotGroups(self.read_groups if side_by_side else 1)
+            if side_by_side:
+                self._readers = ThreadPoolExecutor(
+                    self.read_groups, thread_name_prefix="clock-preload-read"
+                )
+        return self._groups
+
     def _pass(self) -> float:
+        groups = self._slot_groups()
         now_ms = self.clock.now_ms()
-        self._restart_when_due(now_ms)
+        self._restart_when_due(now_ms, groups)
         with self.claiming() as engine_id:
             self._read_moves(engine_id)
             slots = self.slots()
@@ -135,28 +167,23 @@ class Preloader:
         self._read_again_displaced()
         return 0.0 if more_new else wait_s
 
-    def _restart_when_due(self, now_ms: int) -> None:
+    def _restart_when_due(self, now_ms: int, groups: SlotGroups) -> None:
         if self._read_from_start_ms is None:  # the first pass reads from the start
             self._read_from_start_ms = now_ms
         since_ms = now_ms - self._read_from_start_ms
         gave_up = self._new is not None and self._new.gave_up
         if self._restart.is_set() or reads_from_start(since_ms, gave_up, self.lease_ms):
             self._restart.clear()  # before the reading: a restart asked during it counts
-            self._position = None
+            groups.from_start()
             self._read_from_start_ms = now_ms
             if self._new is not None:
                 self._new.gave_up = False
-
-    def _read_again_from(self, due_ms: int) -> None:
-        """Alarms due from `due_ms` on may be missing from the heap: read them again."""
-        if self._position is not None and self._position >= (due_ms, 0):
-            self._position = (due_ms - 1, _LAST_ID)
 
     def _read_moves(self, engine_id: int) -> None:
         moves, moved_from = self.registry.moves_of(engine_id)
         if moved_from is None:
             return
-        self._read_again_from(moved_from)
+        self._slot_groups().read_again_from(moved_from)
         # Cleared once read again; a move marked meanwhile fails the clearing, and the next
         # pass reads from its time too.
         self.registry.clear_moves(engine_id, moves)
@@ -170,11 +197,15 @@ class Preloader:
             return False
         ids, found = self.claims.load_new(self._new.after_id, self._new.gaps(), NEW_ROWS_BATCH)
         self._new.saw(ids, now_ms)
-        position = self._position
-        if position is not None:
-            early = [c for c in found if slots.holds(c.slot) and (c.due_ms, c.id) <= position]
-            if early:
-                self._hold(early)
+        groups = self._slot_groups()
+        groups.ranges(slots)  # cut for the slots owned now, before the positions are read
+        early = []
+        for claim in found:
+            position = groups.position_of(claim.slot) if slots.holds(claim.slot) else None
+            if position is not None and (claim.due_ms, claim.id) <= position:
+                early.append(claim)
+        if early:
+            self._hold(early)
         return len(ids) >= NEW_ROWS_BATCH
 
     def _read_due(self, now_ms: int, slots: SlotRange) -> float:
@@ -185,20 +216,33 @@ class Preloader:
                 self._share(now_ms, horizon_ms, slots)
                 return self.interval_s
             return self._until_backlogged_s(now_ms)
-        loaded = self.claims.load_due(horizon_ms, limit, after=self._position, slots=slots)
+        slot_groups = self._slot_groups()
+        groups = slot_groups.ranges(slots)
+        each = -(-limit // max(len(groups), 1))  # the heap's room, shared out rounding up
+
+        def read(group: tuple[SlotRange, Position | None]) -> list[Claim]:
+            return self.claims.load_due(horizon_ms, each, after=group[1], slots=group[0])
+
+        if self._readers is not None and len(groups) > 1:
+            readings = list(self._readers.map(read, groups))
+        else:
+            readings = [read(group) for group in groups]
+        full = False
+        for index, loaded in enumerate(readings):
+            if len(loaded) < each:
+                slot_groups.read(index, (horizon_ms, _LAST_ID))
+            else:
+                full = True
+                slot_groups.read(index, (loaded[-1].due_ms, loaded[-1].id))
+        loaded = [claim for reading in readings for claim in reading]
         if loaded:
             self._hold(loaded)
-        if len(loaded) < limit:
-            self._position = (horizon_ms, _LAST_ID)
-            return self.interval_s
-        last = loaded[-1]
-        self._position = (last.due_ms, last.id)
-        return 0.0
+        return 0.0 if full else self.interval_s
 
     def _read_again_displaced(self) -> None:
         displaced_from = self.heap.take_displaced_from()
         if displaced_from is not None:
-            self._read_again_from(displaced_from)
+            self._slot_groups().read_again_from(displaced_from)
 
     def _until_backlogged_s(self, now_ms: int) -> float:
         """With the heap full: the interval, or less when its head falls a backlog behind

@@ -167,6 +167,7 @@ def engine_of(
         batch=settings.claim_batch,
         backlog_ms=tuning.backlog_ms,
         slots=share.current,
+        read_groups=settings.preload_read_groups,
     )
     retry = RetryPolicy(
         base_ms=int(settings.retry_base_s * 1000),

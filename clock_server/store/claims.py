@@ -45,6 +45,12 @@ class SqlClaimStore:
         self.store = store
         self.dead_letters = dead_letters
 
+    @property
+    def reads_in_parallel(self) -> bool:
+        """Whether reads on several connections at once run side by side: on a server, not on
+        SQLite's one file."""
+        return self.store.caps.row_locks
+
     def load_due(
         self,
         horizon_ms: int,

@@ -73,6 +73,11 @@ Position = tuple[int, int]
 class ClaimStore(Protocol):
     """Due alarms read into an engine's heap, valid while the row's version holds."""
 
+    @property
+    def reads_in_parallel(self) -> bool:
+        """Whether reads on several connections at once run side by side."""
+        ...
+
     def load_due(
         self,
         horizon_ms: int,
