@@ -64,7 +64,7 @@ class Settings:
     run_engine: bool = True
     preload_window_s: float = 10.0
     preload_interval_s: float = 1.0
-    preload_read_groups: int = 4  # groups of the slots read side by side (not on SQLite)
+    preload_read_groups: int = 1  # groups of the slots read side by side (not on SQLite)
     heap_size: int = 100_000
     lease_s: float = 30.0
     heartbeat_s: float = 0.5
