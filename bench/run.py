@@ -82,6 +82,10 @@ def main() -> None:
     parser.add_argument(
         "--steady-rates", default="1000,5000,10000", help="the steady scenario's rates"
     )
+    parser.add_argument(
+        "--label", default="", help="a word in the results' names (bench.pinned: 'pinned'); "
+        "a labelled run is not the record, and draws its plot beside its results"
+    )  # fmt: skip
     args = parser.parse_args()
     if args.summarize:
         finish(json.loads(args.summarize.read_text()))
@@ -95,7 +99,9 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="clock-bench-"))
     server: dict[str, Any] = {"web_processes": str(args.web_processes)}
     raw: dict[str, Any] = {"sizes": sizes, "runs": runs, "server_settings": server}
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    if args.label:
+        raw["label"] = args.label
+    stamp = time.strftime("%Y%m%d-%H%M%S") + (f"-{args.label}" if args.label else "")
     partial = ROOT / "bench" / "results" / f"{stamp}-raw.json"
     partial.parent.mkdir(parents=True, exist_ok=True)
 
@@ -186,7 +192,7 @@ def finish(raw: dict[str, Any], stamp: str | None = None) -> None:
     summary = summarize(raw)
     json_path, md_path = report.write(summary, ROOT / "bench" / "results", stamp)
     # The published plot comes from full runs; others draw theirs beside their results.
-    full = raw.get("sizes") == FULL
+    full = raw.get("sizes") == FULL and not raw.get("label")
     plot = ROOT / "docs" / "perf" / "lateness.png" if full else json_path.with_suffix(".png")
     if summary["lateness_samples"]:
         plot.parent.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ class SideMariaDB:
         self.directory = Path(tempfile.mkdtemp(prefix="clock-chaos-db-", dir="/tmp"))
         self.port = free_port()
         self.options: list[str] = []
+        self.prefix: list[str] = []  # before mariadbd's command: `taskset -c 1`, say
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -76,7 +77,7 @@ class SideMariaDB:
     def _launch(self) -> None:
         log = (self.directory / "mariadbd.log").open("ab")
         self.process = subprocess.Popen(
-            ["mariadbd", "--no-defaults", f"--datadir={self.directory / 'data'}",
+            [*self.prefix, "mariadbd", "--no-defaults", f"--datadir={self.directory / 'data'}",
              f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.socket}",
              f"--pid-file={self.directory / 'mariadbd.pid'}", "--user=mysql",
              "--innodb-buffer-pool-size=128M", "--max-connections=500",
