@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pika
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
 MARIADB_URL = os.environ.get("CLOCK_BENCH_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306")
@@ -197,6 +198,23 @@ class BenchServer:
             rows = conn.execute(query, {"a": application}).all()
         engine.dispose()
         return [tuple(row) for row in rows]  # type: ignore[misc]
+
+    def preload_counters(self) -> dict[str, float]:
+        """The engine's readings from the start and the ids it gave up on, by reason, and the
+        times it was fenced, from /metrics: what finds an alarm late, or misses it a while."""
+        answer = requests.get(f"{self.base_url}/metrics", timeout=10)
+        answer.raise_for_status()
+        wanted = ("clock_preload_readings_from_start", "clock_preload_ids_given_up",
+                  "clock_engine_fenced")  # fmt: skip
+        counters: dict[str, float] = {}
+        for family in text_string_to_metric_families(answer.text):
+            if family.name not in wanted:
+                continue
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    reason = sample.labels.get("reason")
+                    counters[f"{family.name}:{reason}" if reason else family.name] = sample.value
+        return counters
 
     def dirty_pages(self) -> int:
         """InnoDB's buffer pool pages not yet written back, server-wide."""

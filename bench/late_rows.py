@@ -7,7 +7,8 @@ A fresh BenchServer (two web processes, as bench.run starts it) and the bench's 
 wrk creates alarms due 1-10 s later as fast as the server answers, as `bench.run --only
 clients` does. Then every row's `create_time`, `target_ring_at` and `rung_at`: how many were
 rung more than `late_ms` after their time, by the second they were created and the second
-they were rung (from the first create), and the ids missing from the range the load used.
+they were rung (from the first create), the ids missing from the range the load used, and the
+engine's readings from the start and ids given up on, by reason.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def main() -> None:
                         connections=args.connections, delay_ms=(1_000, 10_000)).start().result()  # fmt: skip
         time.sleep(SETTLE_S)
         collector.stop()
+        preload = server.preload_counters()
         engine = create_engine(server.database_url)
         query = text(
             "SELECT id, create_time, target_ring_at, rung_at FROM clock"
@@ -49,7 +51,7 @@ def main() -> None:
         with engine.connect() as conn:
             rows = conn.execute(query, {"a": application}).all()
         engine.dispose()
-        print(f"wrk: {wrk}\nserver log: {server.log_path}")
+        print(f"wrk: {wrk}\nserver log: {server.log_path}\npreload: {preload}")
     if not rows:
         raise SystemExit("no alarm was created")
     start = min(row.create_time for row in rows)

@@ -292,5 +292,23 @@ def clients(workdir: Path, connections: int, duration_s: int, **server_settings:
         arrivals = collector.stop()
         memory = server.memory_mb()
         rows = server.rung_rows(application)
+        preload = server.preload_counters()
     return {"connections": connections, "duration_s": duration_s, "api": wrk,
-            "stored": len(rows), **_delivery_figures(arrivals, rows, len(rows)), **memory}  # fmt: skip
+            "stored": len(rows), **_delivery_figures(arrivals, rows, len(rows)), **memory,
+            "preload": preload, "late_by_second_due": _late_by_second(rows)}  # fmt: skip
+
+
+def _late_by_second(rows, late_ms: int = 500) -> dict[int, list[int]]:  # type: ignore[no-untyped-def]
+    """Of the alarms rung over `late_ms` late, by the second they were due (from the first
+    alarm's): how many, and the most late (ms). A stall makes lateness from 0 up to its
+    length over consecutive seconds; an alarm found late by a later reading, a step."""
+    targets = [target for _, target, _, _ in rows]
+    if not targets:
+        return {}
+    start = min(targets)
+    late: dict[int, list[int]] = {}
+    for _, target, rung, _ in rows:
+        if rung is not None and rung - target > late_ms:
+            count, worst = late.get((target - start) // 1000, [0, 0])
+            late[(target - start) // 1000] = [count + 1, max(worst, rung - target)]
+    return dict(sorted(late.items()))

@@ -245,6 +245,19 @@ class Metrics:
         self.claimed = Counter(
             "clock_alarms_claimed", "Alarms the preloader read into the heap", registry=r
         )
+        self.readings_from_start = Counter(
+            "clock_preload_readings_from_start",
+            "Times the preloader read its slots' window again from the start, by why",
+            ["reason"],
+            registry=r,
+        )
+        self.ids_given_up = Counter(
+            "clock_preload_ids_given_up",
+            "Alarm ids missing below the newest seen that the preloader stopped looking for "
+            "by id, by why (a row among them is found by the next reading from the start)",
+            ["reason"],
+            registry=r,
+        )
         self.released = Counter(
             "clock_claims_released",
             "Alarms a delivery limit held back past the window, made due at their turn",

@@ -16,7 +16,16 @@ from sqlalchemy import text
 
 from clock_server.engine.alarm_engine import WAKE_MARGIN_MS, AlarmEngine
 from clock_server.engine.loop import StepLoop
-from clock_server.engine.preloader import FULL_READING_LEASES, GAP_TTL_MS, reads_from_start
+from clock_server.engine.new_rows import UNSEEN
+from clock_server.engine.preloader import (
+    FIRST,
+    FULL_READING_LEASES,
+    GAP_TTL_MS,
+    GAVE_UP,
+    ROUTINE,
+    SHARE_MOVED,
+    reads_from_start,
+)
 from clock_server.engine.slot_groups import split
 from clock_server.model import AlarmChanges, Claim, NewAlarm
 from clock_server.runtime.build_engine import build_engine
@@ -26,7 +35,7 @@ from clock_server.store.alarms import AlarmStore
 from clock_server.store.claims import SqlClaimStore
 from clock_server.store.ports import Position
 from clock_server.testing import InMemoryPublisher, SettableClock
-from tests.support import eventually
+from tests.support import eventually, metric_value
 
 INTERVAL_MS = 1_000
 LEASE_MS = 30_000
@@ -211,16 +220,26 @@ TEN_LEASES_MS = FULL_READING_LEASES * LEASE_MS
 
 
 @pytest.mark.parametrize(
-    ("rule", "since_ms", "gave_up", "reads"),
+    ("rule", "since_ms", "gave_up", "share_moved", "reason"),
     [
-        ("nothing given up: not within ten leases", TEN_LEASES_MS - 1, False, False),
-        ("nothing given up: once in ten leases", TEN_LEASES_MS, False, True),
-        ("an id given up: not within a lease", LEASE_MS - 1, True, False),
-        ("an id given up: a lease after the last reading", LEASE_MS, True, True),
+        ("the first pass reads from the start", None, False, False, FIRST),
+        ("nothing given up: not within ten leases", TEN_LEASES_MS - 1, False, False, None),
+        ("nothing given up: once in ten leases", TEN_LEASES_MS, False, False, ROUTINE),
+        ("an id given up: not within a lease", LEASE_MS - 1, True, False, None),
+        ("an id given up: a lease after the last reading", LEASE_MS, True, False, GAVE_UP),
+        ("an id given up, ten leases on: for the id", TEN_LEASES_MS, True, False, GAVE_UP),
+        ("a share that moved: at once", 0, False, True, SHARE_MOVED),
+        ("a share that moved, an id given up: for the share", LEASE_MS, True, True, SHARE_MOVED),
     ],
 )  # fmt: skip
-def test_when_the_reading_starts_again(rule: str, since_ms: int, gave_up: bool, reads: bool):
-    assert reads_from_start(since_ms, gave_up, LEASE_MS) is reads, rule
+def test_when_the_reading_starts_again(
+    rule: str, since_ms: int | None, gave_up: bool, share_moved: bool, reason: str | None
+):
+    assert reads_from_start(since_ms, gave_up, share_moved, LEASE_MS) == reason, rule
+
+
+def counted(engine: AlarmEngine, name: str, reason: str) -> float:
+    return metric_value(engine.preloader.metrics, f"{name}_total", {"reason": reason})
 
 
 def test_everything_is_read_again_from_the_start_once_in_ten_leases(store, fake_clock, engine):
@@ -257,9 +276,14 @@ def test_an_id_given_up_on_has_the_reading_start_again_a_lease_later(store, fake
     fake_clock.advance(LEASE_MS - GAP_TTL_MS - 2)
     engine.preloader.run_once()
     assert first + 2 not in held_ids(engine)
+    # first+1 to first+4, and on MariaDB any ids its auto-increment skipped after `later`
+    assert counted(engine, "clock_preload_ids_given_up", UNSEEN) >= 4
+    assert counted(engine, "clock_preload_readings_from_start", GAVE_UP) == 0
     fake_clock.advance(1)  # a lease since the reading from the start
     engine.preloader.run_once()
     assert first + 2 in held_ids(engine)
+    assert counted(engine, "clock_preload_readings_from_start", GAVE_UP) == 1
+    assert counted(engine, "clock_preload_readings_from_start", FIRST) == 1
 
 
 def test_alarms_announced_due_soon_share_one_pass_by_the_margin_before_the_first(

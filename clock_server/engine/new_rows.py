@@ -8,13 +8,19 @@ later id can be seen before an earlier one: every id missing below the highest s
 as a gap and looked at again at each pass, until it is seen or `gap_ttl_ms` has passed
 (most gaps are ids that never become rows: an INSERT IGNORE of a key that existed, a
 transaction rolled back). An id given up on (its time passed, too many gaps, a jump not
-walked) is reported (`gave_up`): the preloader then reads from the start, which finds the row
-of a transaction slower than that.
+walked) is reported (`gave_up`, and counted by reason in `given_up`): the preloader then reads
+from the start, which finds the row of a transaction slower than that.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
+
+# Why an id was given up on, the `reason` of clock_preload_ids_given_up_total.
+UNSEEN = "unseen"  # missing for gap_ttl_ms
+TOO_MANY = "too_many"  # the oldest gaps beyond max_gaps
+JUMP = "jump"  # skipped by a jump of the ids too large to walk
 
 
 class NewRows:
@@ -28,6 +34,7 @@ class NewRows:
         # An id was given up on since the preloader last read from the start: it may be a row
         # that committed later, due before where the reading has got to.
         self.gave_up = False
+        self.given_up: Counter[str] = Counter()  # ids by reason, until `take_given_up`
 
     def gaps(self) -> list[int]:
         return sorted(self._gaps)
@@ -48,6 +55,7 @@ class NewRows:
                         self._gaps[missing] = now_ms
             else:
                 self.gave_up = True
+                self.given_up[JUMP] += newest - self.after_id - len(above)
             self.after_id = newest
         expired = [gap for gap, since in self._gaps.items() if now_ms - since > self.gap_ttl_ms]
         for gap in expired:
@@ -57,5 +65,12 @@ class NewRows:
             for gap in by_age[: -self.max_gaps]:
                 del self._gaps[gap]
             self.gave_up = True
+            self.given_up[TOO_MANY] += len(by_age) - self.max_gaps
         if expired:
             self.gave_up = True
+            self.given_up[UNSEEN] += len(expired)
+
+    def take_given_up(self) -> dict[str, int]:
+        """The ids given up on since the last call, by reason."""
+        taken, self.given_up = dict(self.given_up), Counter()
+        return taken

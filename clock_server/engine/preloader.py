@@ -33,14 +33,30 @@ FULL_READING_LEASES = 10
 _LAST_ID = 2**63 - 1
 
 
-def reads_from_start(since_ms: int, gave_up: bool, lease_ms: int) -> bool:
-    """Whether the reading starts again from the start, `since_ms` after it last did; with
-    `gave_up`, an id among the new ones was given up on since (its row may have committed
-    later, due before where the reading has got to). A share that moved starts it at once
-    (`Preloader.restart`)."""
-    if gave_up:
-        return since_ms >= lease_ms
-    return since_ms >= FULL_READING_LEASES * lease_ms
+# Why the reading starts again from the start: the `reason` of
+# clock_preload_readings_from_start_total.
+FIRST = "first"  # the engine's first pass
+SHARE_MOVED = "share_moved"  # its share of the slots moved, or it joined again after a fence
+GAVE_UP = "gave_up"  # an id among the new ones was given up on since the last
+ROUTINE = "routine"  # once in FULL_READING_LEASES leases, for a change made by hand
+
+
+def reads_from_start(
+    since_ms: int | None, gave_up: bool, share_moved: bool, lease_ms: int
+) -> str | None:
+    """Why the reading starts again from the start, `since_ms` after it last did (None: it
+    never has), or None when it goes on from where it got to. With `gave_up`, an id among the
+    new ones was given up on since: its row may have committed later, due before where the
+    reading has got to. `share_moved`: `Preloader.restart` was asked."""
+    if since_ms is None:
+        return FIRST
+    if share_moved:
+        return SHARE_MOVED
+    if gave_up and since_ms >= lease_ms:
+        return GAVE_UP
+    if since_ms >= FULL_READING_LEASES * lease_ms:
+        return ROUTINE
+    return None
 
 
 class Preloader:
@@ -168,16 +184,17 @@ class Preloader:
         return 0.0 if more_new else wait_s
 
     def _restart_when_due(self, now_ms: int, groups: SlotGroups) -> None:
-        if self._read_from_start_ms is None:  # the first pass reads from the start
-            self._read_from_start_ms = now_ms
-        since_ms = now_ms - self._read_from_start_ms
+        since_ms = None if self._read_from_start_ms is None else now_ms - self._read_from_start_ms
         gave_up = self._new is not None and self._new.gave_up
-        if self._restart.is_set() or reads_from_start(since_ms, gave_up, self.lease_ms):
-            self._restart.clear()  # before the reading: a restart asked during it counts
-            groups.from_start()
-            self._read_from_start_ms = now_ms
-            if self._new is not None:
-                self._new.gave_up = False
+        reason = reads_from_start(since_ms, gave_up, self._restart.is_set(), self.lease_ms)
+        if reason is None:
+            return
+        self._restart.clear()  # before the reading: a restart asked during it counts
+        groups.from_start()
+        self._read_from_start_ms = now_ms
+        if self._new is not None:
+            self._new.gave_up = False
+        self.metrics.readings_from_start.labels(reason).inc()
 
     def _read_moves(self, engine_id: int) -> None:
         moves, moved_from = self.registry.moves_of(engine_id)
@@ -197,6 +214,8 @@ class Preloader:
             return False
         ids, found = self.claims.load_new(self._new.after_id, self._new.gaps(), NEW_ROWS_BATCH)
         self._new.saw(ids, now_ms)
+        for reason, count in self._new.take_given_up().items():
+            self.metrics.ids_given_up.labels(reason).inc(count)
         groups = self._slot_groups()
         groups.ranges(slots)  # cut for the slots owned now, before the positions are read
         early = []
