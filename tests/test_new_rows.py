@@ -40,6 +40,43 @@ def test_new_rows(
     assert new.take_given_up() == {}, rule  # taken once
 
 
+KEEP = 10_000
+SLOW = 300  # under TTL, as in the preloader
+
+
+@pytest.mark.parametrize(
+    ("rule", "looks_at_ms", "looked_at"),  # each look: gaps(), then saw([])
+    [
+        ("a young gap is looked at at every pass", [100, 200, TTL], [[12], [12], [12]]),
+        ("an old gap only when a slow look is due", [TTL + 100, TTL + 200, TTL + 400],
+         [[12], [], [12]]),
+        ("an old gap is looked at until it is kept no longer",
+         [KEEP, KEEP + SLOW, KEEP + 2 * SLOW], [[12], [12], []]),
+    ],
+)  # fmt: skip
+def test_which_gaps_a_pass_looks_at(rule: str, looks_at_ms: list[int], looked_at: list[list[int]]):
+    new = NewRows(after_id=10, gap_ttl_ms=TTL, keep_ms=KEEP, slow_look_ms=SLOW, max_gaps=100)
+    new.saw([11, 13], 0)  # 12 is a gap, since 0
+    assert new.gaps(0) == [12]  # the first look is a slow look too
+    looks = []
+    for now_ms in looks_at_ms:
+        looks.append(new.gaps(now_ms))
+        new.saw([], now_ms)
+    assert looks == looked_at, rule
+
+
+def test_a_gap_kept_past_its_every_pass_time_is_given_up_only_after_keep_ms():
+    new = NewRows(after_id=10, gap_ttl_ms=TTL, keep_ms=KEEP, slow_look_ms=SLOW, max_gaps=100)
+    new.saw([11, 13], 0)
+    new.saw([], KEEP)
+    assert new.gaps() == [12] and not new.gave_up
+    new.saw([12], KEEP)  # found at last: the row of a transaction that took that long
+    assert new.gaps() == [] and not new.gave_up
+    new.saw([15], KEEP)
+    new.saw([], 2 * KEEP + 1)
+    assert new.gaps() == [] and new.take_given_up() == {UNSEEN: 1}
+
+
 def test_the_oldest_gaps_go_first_beyond_the_most_kept():
     new = NewRows(after_id=0, gap_ttl_ms=TTL, max_gaps=3)
     new.saw([3], 0)  # gaps 1 and 2, since 0

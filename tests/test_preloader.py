@@ -24,6 +24,7 @@ from clock_server.engine.preloader import (
     GAVE_UP,
     ROUTINE,
     SHARE_MOVED,
+    SLOW_GAP_LOOK_MS,
     reads_from_start,
 )
 from clock_server.engine.slot_groups import split
@@ -260,27 +261,57 @@ def set_id(store: AlarmStore, alarm_id: int, new_id: int) -> None:
         conn.execute(text(f"UPDATE clock SET id = {new_id} WHERE id = {alarm_id}"))
 
 
+def leave_gaps(store: AlarmStore, clock: SettableClock, groups: int) -> tuple[AlarmEngine, int]:
+    """An engine that has seen an alarm `first`, then a later id before the four ids below
+    it: first+1 to first+4 are gaps from now."""
+    # Before the engine, which starts from the newest id: an empty table's is 0, and the ids
+    # of the tests before may have gone past the jump the engine walks.
+    [first] = add_due(store, clock, 1, 20_000)
+    engine = make(store, clock, preload_read_groups=groups)
+    [later] = add_due(store, clock, 1, 20_001)
+    set_id(store, later, first + 5)
+    engine.preloader.run_once()
+    return engine, first
+
+
+def commit_late(store: AlarmStore, clock: SettableClock, alarm_id: int, due_in_ms: int) -> None:
+    """The row of a create whose transaction committed only now, due before the position."""
+    [slow] = add_due(store, clock, 1, due_in_ms)
+    set_id(store, slow, alarm_id)
+
+
+@GROUPS
+def test_a_create_that_commits_seconds_after_a_later_id_is_held_within_a_second(
+    store, fake_clock, groups
+):
+    """A gap is looked at at every pass for GAP_TTL_MS, then once a second for a lease: the
+    commit the database held longer than that is found a second after it, at most."""
+    engine, first = leave_gaps(store, fake_clock, groups)
+    fake_clock.advance(GAP_TTL_MS + 1)
+    engine.preloader.run_once()  # a slow look, and none found: not given up
+    commit_late(store, fake_clock, first + 2, 3_000)
+    fake_clock.advance(SLOW_GAP_LOOK_MS - 1)
+    engine.preloader.run_once()  # within a second of the last slow look: not looked at
+    assert first + 2 not in held_ids(engine)
+    fake_clock.advance(1)
+    engine.preloader.run_once()
+    assert first + 2 in held_ids(engine)
+    assert counted(engine, "clock_preload_ids_given_up", UNSEEN) == 0
+    assert counted(engine, "clock_preload_readings_from_start", GAVE_UP) == 0
+
+
 @GROUPS
 def test_an_id_given_up_on_has_the_reading_start_again_a_lease_later(store, fake_clock, groups):
-    """A row whose insert committed long after a later id's is found all the same."""
-    engine = make(store, fake_clock, preload_read_groups=groups)
-    [first] = add_due(store, fake_clock, 1, 20_000)
-    engine.preloader.run_once()
-    [later] = add_due(store, fake_clock, 1, 20_000)
-    set_id(store, later, first + 5)  # seen before the ids below it: gaps
-    engine.preloader.run_once()
-    fake_clock.advance(GAP_TTL_MS + 1)
-    engine.preloader.run_once()  # the gaps are given up
-    [slow] = add_due(store, fake_clock, 1, 2_000)
-    set_id(store, slow, first + 2)  # the insert that committed late, due before the position
-    fake_clock.advance(LEASE_MS - GAP_TTL_MS - 2)
-    engine.preloader.run_once()
-    assert first + 2 not in held_ids(engine)
+    """A row whose insert committed over a lease after a later id's is found all the same."""
+    engine, first = leave_gaps(store, fake_clock, groups)
+    for _ in range(LEASE_MS // SLOW_GAP_LOOK_MS + 1):
+        fake_clock.advance(SLOW_GAP_LOOK_MS)
+        engine.preloader.run_once()  # at the last, a lease since the gaps: given up
     # first+1 to first+4, and on MariaDB any ids its auto-increment skipped after `later`
     assert counted(engine, "clock_preload_ids_given_up", UNSEEN) >= 4
-    assert counted(engine, "clock_preload_readings_from_start", GAVE_UP) == 0
-    fake_clock.advance(1)  # a lease since the reading from the start
-    engine.preloader.run_once()
+    commit_late(store, fake_clock, first + 2, 2_000)
+    fake_clock.advance(SLOW_GAP_LOOK_MS)
+    engine.preloader.run_once()  # a lease since the first reading from the start
     assert first + 2 in held_ids(engine)
     assert counted(engine, "clock_preload_readings_from_start", GAVE_UP) == 1
     assert counted(engine, "clock_preload_readings_from_start", FIRST) == 1

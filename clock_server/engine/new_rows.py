@@ -5,11 +5,14 @@ The preloader reads its slots' due alarms once, in order (engine.preloader); an 
 inserted due before where that reading has got to is found by its id instead, since ids only
 grow. Ids are handed out when a row is inserted, not when its transaction commits, so a
 later id can be seen before an earlier one: every id missing below the highest seen is kept
-as a gap and looked at again at each pass, until it is seen or `gap_ttl_ms` has passed
-(most gaps are ids that never become rows: an INSERT IGNORE of a key that existed, a
-transaction rolled back). An id given up on (its time passed, too many gaps, a jump not
-walked) is reported (`gave_up`, and counted by reason in `given_up`): the preloader then reads
-from the start, which finds the row of a transaction slower than that.
+as a gap. Most gaps are ids that never become rows (an INSERT IGNORE of a key that existed, a
+transaction rolled back), and a few are transactions still running: a gap is looked at again
+at each pass for `gap_ttl_ms`, then once every `slow_look_ms` until `keep_ms` has passed, so
+that a create whose commit the database held for seconds is found within `slow_look_ms` of
+it, while the gaps that will never be rows cost each pass little. An id given up on (kept
+for `keep_ms`, too many gaps, a jump not walked) is reported (`gave_up`, and counted by
+reason in `given_up`): the preloader then reads from the start, which finds the row of a
+transaction slower than that.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 # Why an id was given up on, the `reason` of clock_preload_ids_given_up_total.
-UNSEEN = "unseen"  # missing for gap_ttl_ms
+UNSEEN = "unseen"  # missing for keep_ms
 TOO_MANY = "too_many"  # the oldest gaps beyond max_gaps
 JUMP = "jump"  # skipped by a jump of the ids too large to walk
 
@@ -26,18 +29,40 @@ JUMP = "jump"  # skipped by a jump of the ids too large to walk
 class NewRows:
     """The highest id looked at, and the gaps below it with when each was first missed."""
 
-    def __init__(self, after_id: int, gap_ttl_ms: int, max_gaps: int = 10_000) -> None:
+    def __init__(
+        self,
+        after_id: int,
+        gap_ttl_ms: int,
+        keep_ms: int | None = None,
+        slow_look_ms: int = 1_000,
+        max_gaps: int = 10_000,
+    ) -> None:
+        """`keep_ms`: how long a gap is kept at all (None: `gap_ttl_ms`, every look)."""
         self.after_id = after_id
         self.gap_ttl_ms = gap_ttl_ms
+        self.keep_ms = max(keep_ms if keep_ms is not None else gap_ttl_ms, gap_ttl_ms)
+        self.slow_look_ms = slow_look_ms
         self.max_gaps = max_gaps
         self._gaps: dict[int, int] = {}
+        self._slow_looked_ms: int | None = None
         # An id was given up on since the preloader last read from the start: it may be a row
         # that committed later, due before where the reading has got to.
         self.gave_up = False
         self.given_up: Counter[str] = Counter()  # ids by reason, until `take_given_up`
 
-    def gaps(self) -> list[int]:
-        return sorted(self._gaps)
+    def gaps(self, now_ms: int | None = None) -> list[int]:
+        """The gaps to look at now: those missed within `gap_ttl_ms`, and the older ones too
+        once `slow_look_ms` has passed since they were last looked at (always, with no
+        `now_ms`)."""
+        if now_ms is None:
+            return sorted(self._gaps)
+        looks_slow = (
+            self._slow_looked_ms is None or now_ms - self._slow_looked_ms >= self.slow_look_ms
+        )
+        if looks_slow:
+            self._slow_looked_ms = now_ms
+            return sorted(self._gaps)
+        return sorted(gap for gap, since in self._gaps.items() if now_ms - since <= self.gap_ttl_ms)
 
     def saw(self, ids: Iterable[int], now_ms: int) -> None:
         """The ids a look after `after_id` and at the gaps found, in any order."""
@@ -57,7 +82,7 @@ class NewRows:
                 self.gave_up = True
                 self.given_up[JUMP] += newest - self.after_id - len(above)
             self.after_id = newest
-        expired = [gap for gap, since in self._gaps.items() if now_ms - since > self.gap_ttl_ms]
+        expired = [gap for gap, since in self._gaps.items() if now_ms - since > self.keep_ms]
         for gap in expired:
             del self._gaps[gap]
         if len(self._gaps) > self.max_gaps:  # the oldest go first

@@ -21,11 +21,14 @@ from clock_server.timesource import Clock
 
 # How many alarms inserted since the last look one pass reads by id at most.
 NEW_ROWS_BATCH = 10_000
-# How long an id missing below the newest seen is looked for again. A create's transaction
-# commits within milliseconds of its insert, and most gaps never become rows (a create of a
-# known key), so a longer time would mostly cost each pass a longer list of ids; an insert
-# slower than this is found by the reading from the start a lease after it is given up.
+# How long an id missing below the newest seen is looked for again at every pass. A create's
+# transaction commits within milliseconds of its insert, and most gaps never become rows (a
+# create of a known key), so a longer time would mostly cost each pass a longer list of ids.
 GAP_TTL_MS = 5_000
+# After that, until a lease has passed, a gap is looked at once a second: a create whose
+# commit the database held longer is found within a second of it, not at the next reading
+# from the start up to a lease later.
+SLOW_GAP_LOOK_MS = 1_000
 # With nothing given up, the reading from the start comes once in this many leases: it reads
 # the whole window again (10,000 rows at 1,000 alarms/s), and what it is left to find then is
 # a change made by hand, outside the API.
@@ -210,9 +213,16 @@ class Preloader:
         True when there are more to look at."""
         if self._new is None:
             # What is already there, the reading from the start finds.
-            self._new = NewRows(self.claims.newest_id(), gap_ttl_ms=GAP_TTL_MS)
+            self._new = NewRows(
+                self.claims.newest_id(),
+                gap_ttl_ms=GAP_TTL_MS,
+                keep_ms=self.lease_ms,
+                slow_look_ms=SLOW_GAP_LOOK_MS,
+            )
             return False
-        ids, found = self.claims.load_new(self._new.after_id, self._new.gaps(), NEW_ROWS_BATCH)
+        ids, found = self.claims.load_new(
+            self._new.after_id, self._new.gaps(now_ms), NEW_ROWS_BATCH
+        )
         self._new.saw(ids, now_ms)
         for reason, count in self._new.take_given_up().items():
             self.metrics.ids_given_up.labels(reason).inc(count)
