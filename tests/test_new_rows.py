@@ -21,8 +21,12 @@ TTL = 1_000
         ("a gap missing for its time exactly is kept", [([11, 13], 0), ([], TTL)], 13, [12], {}),
         ("earlier gaps stay while new ones come", [([12], 0), ([14], 10)], 14, [11, 13], {}),
         ("an id below the last look changes nothing", [([12], 0), ([5], 10)], 12, [11], {}),
-        ("a jump beyond the gaps kept is not walked", [([10_000_000], 0)], 10_000_000, [],
-         {JUMP: 10_000_000 - 11}),
+        ("of a jump beyond the gaps kept, only its last ids are walked", [([10_000_000], 0)],
+         10_000_000, list(range(9_999_900, 10_000_000)), {JUMP: 9_999_900 - 11}),
+        ("a walk as long as the gaps kept is walked whole", [([111], 0)], 111,
+         list(range(11, 111)), {}),
+        ("a span longer than the gaps kept, with few missing, is walked whole",
+         [([11, *range(13, 150)], 0)], 149, [12], {}),
     ],
 )  # fmt: skip
 def test_new_rows(

@@ -211,11 +211,16 @@ class Liveness:
         if taken.released or finished:
             log.warning(
                 "engine %s (%d) silent for %d ms: declared dead, its slots shared among the "
-                "live engines; gave back %d of its alarms, %d still held",
+                "live engines; of the alarms it had handed to webhooks, %d given back, due "
+                "now, and %d still held by a ring batch",
                 dead.instance_id,
                 dead.id,
                 now_ms - dead.heartbeat_at,
                 taken.released,
                 taken.held,
-                extra={"action": "claims_taken_over"},
+                extra={
+                    "action": "claims_taken_over",
+                    "released": taken.released,
+                    "held": taken.held,
+                },
             )

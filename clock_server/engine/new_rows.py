@@ -10,9 +10,9 @@ transaction rolled back), and a few are transactions still running: a gap is loo
 at each pass for `gap_ttl_ms`, then once every `slow_look_ms` until `keep_ms` has passed, so
 that a create whose commit the database held for seconds is found within `slow_look_ms` of
 it, while the gaps that will never be rows cost each pass little. An id given up on (kept
-for `keep_ms`, too many gaps, a jump not walked) is reported (`gave_up`, and counted by
-reason in `given_up`): the preloader then reads from the start, which finds the row of a
-transaction slower than that.
+for `keep_ms`, too many gaps, the start of a jump too long to walk) is reported (`gave_up`,
+and counted by reason in `given_up`): the preloader then reads from the start, which finds
+the row of a transaction slower than that.
 """
 
 from __future__ import annotations
@@ -72,15 +72,20 @@ class NewRows:
         above = [alarm_id for alarm_id in found if alarm_id > self.after_id]
         if above:
             newest = max(above)
-            # A jump of the ids far larger than the gaps kept (an AUTO_INCREMENT set by hand)
-            # is not walked: the reading from the start finds what it skipped.
-            if newest - self.after_id - len(above) <= self.max_gaps:
-                for missing in range(self.after_id + 1, newest):
-                    if missing not in found:
-                        self._gaps[missing] = now_ms
-            else:
+            # Of a jump of the ids far larger than the gaps kept (an AUTO_INCREMENT set by
+            # hand; the first look of an engine started on an empty table, whose newest id
+            # was 0), only the last `max_gaps` ids are walked, where a transaction still in
+            # flight would be: the reading from the start finds what it skipped.
+            walk_from = self.after_id + 1
+            if newest - self.after_id - len(above) > self.max_gaps:
+                walk_from = newest - self.max_gaps
+            skipped = walk_from - self.after_id - 1 - sum(1 for i in above if i < walk_from)
+            if skipped:
                 self.gave_up = True
-                self.given_up[JUMP] += newest - self.after_id - len(above)
+                self.given_up[JUMP] += skipped
+            for missing in range(walk_from, newest):
+                if missing not in found:
+                    self._gaps[missing] = now_ms
             self.after_id = newest
         expired = [gap for gap, since in self._gaps.items() if now_ms - since > self.keep_ms]
         for gap in expired:
