@@ -10,7 +10,7 @@ transaction rolled back), and a few are transactions still running: a gap is loo
 at each pass for `gap_ttl_ms`, then once every `slow_look_ms` until `keep_ms` has passed, so
 that a create whose commit the database held for seconds is found within `slow_look_ms` of
 it, while the gaps that will never be rows cost each pass little. An id given up on (kept
-for `keep_ms`, too many gaps, the start of a jump too long to walk) is reported (`gave_up`,
+for `keep_ms`, too many gaps, a jump too long to walk) is reported (`gave_up`,
 and counted by reason in `given_up`): the preloader then reads from the start, which finds
 the row of a transaction slower than that.
 """
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 # Why an id was given up on, the `reason` of clock_preload_ids_given_up_total.
 UNSEEN = "unseen"  # missing for keep_ms
 TOO_MANY = "too_many"  # the oldest gaps beyond max_gaps
-JUMP = "jump"  # skipped by a jump of the ids too large to walk
+JUMP = "jump"  # skipped by a jump of the ids too long to walk
 
 
 class NewRows:
@@ -72,20 +72,18 @@ class NewRows:
         above = [alarm_id for alarm_id in found if alarm_id > self.after_id]
         if above:
             newest = max(above)
-            # Of a jump of the ids far larger than the gaps kept (an AUTO_INCREMENT set by
-            # hand; the first look of an engine started on an empty table, whose newest id
-            # was 0), only the last `max_gaps` ids are walked, where a transaction still in
-            # flight would be: the reading from the start finds what it skipped.
-            walk_from = self.after_id + 1
-            if newest - self.after_id - len(above) > self.max_gaps:
-                walk_from = newest - self.max_gaps
-            skipped = walk_from - self.after_id - 1 - sum(1 for i in above if i < walk_from)
-            if skipped:
+            # A jump of the ids far larger than the gaps kept (an AUTO_INCREMENT set by hand,
+            # as a restore does; an engine's first look after it started on an empty table,
+            # whose newest id was 0) is not walked: the reading from the start finds what it
+            # skipped, at no cost to every pass meanwhile.
+            missing = newest - self.after_id - len(above)
+            if missing <= self.max_gaps:
+                for gap in range(self.after_id + 1, newest):
+                    if gap not in found:
+                        self._gaps[gap] = now_ms
+            else:
                 self.gave_up = True
-                self.given_up[JUMP] += skipped
-            for missing in range(walk_from, newest):
-                if missing not in found:
-                    self._gaps[missing] = now_ms
+                self.given_up[JUMP] += missing
             self.after_id = newest
         expired = [gap for gap, since in self._gaps.items() if now_ms - since > self.keep_ms]
         for gap in expired:
