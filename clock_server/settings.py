@@ -20,6 +20,9 @@ DEFAULT_DATABASE_URL = "sqlite:///clock.db"
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
+# A publish is waited for at most this many CLOCK_PUBLISH_TIMEOUT_S while the broker keeps
+# confirming others (broker.confirms.waits_on_s).
+PUBLISH_PATIENCE = 3
 # Settings whose empty value means something (off), rather than "the default".
 _EMPTY_MEANS_OFF = frozenset({"dead_letter_exchange"})
 NUMBER_TYPES = ("int", "float")  # the types of the fields setting_ranges reads and checks
@@ -202,9 +205,10 @@ class Settings:
     @property
     def loop_stall_ms(self) -> int:
         """How long /livez lets a loop go past its beat: CLOCK_LOOP_STALL_S, and never less
-        than twice CLOCK_PUBLISH_TIMEOUT_S, so that a step that waits out a publish beside a
-        slow database is not taken for a stall."""
-        return int(max(self.loop_stall_s, 2 * self.publish_timeout_s) * 1000)
+        than one CLOCK_PUBLISH_TIMEOUT_S more than the longest wait for a publish's confirms,
+        so that a step that waits one out beside a slow database is not taken for a stall."""
+        floor_s = (PUBLISH_PATIENCE + 1) * self.publish_timeout_s
+        return int(max(self.loop_stall_s, floor_s) * 1000)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -312,6 +313,7 @@ class TcpProxy:
         self._flowing = threading.Event()
         self._flowing.set()
         self.held_bytes = 0  # received while frozen, not passed on
+        self.lag_s = 0.0  # the server's answers are passed on this much later, in order
 
     @property
     def amqp_url(self) -> str:
@@ -366,20 +368,41 @@ class TcpProxy:
                     upstream.close()
                     return
                 self._sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+            late: queue.Queue[tuple[float, bytes]] = queue.Queue()
+            threading.Thread(target=self._pipe, args=(upstream, late), daemon=True).start()
+            threading.Thread(target=self._pass_late, args=(late, client), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pass_late(self, late: queue.Queue[tuple[float, bytes]], sink: socket.socket) -> None:
+        """Send on what the server answered, each piece `lag_s` after it came."""
+        try:
+            while data := (entry := late.get())[1]:
+                time.sleep(max(0.0, entry[0] + self.lag_s - time.monotonic()))
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_RDWR)
+            sink.close()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket | queue.Queue[Any]) -> None:
         try:
             while data := source.recv(65536):
                 if not self._flowing.is_set():
                     with self._lock:
                         self.held_bytes += len(data)
                     self._flowing.wait()
-                sink.sendall(data)
+                if isinstance(sink, queue.Queue):
+                    sink.put((time.monotonic(), data))
+                else:
+                    sink.sendall(data)
         except OSError:
             pass
         finally:
+            if isinstance(sink, queue.Queue):
+                sink.put((0.0, b""))  # the end, after what is still to be passed on
+                sink = source
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clock_server.broker.amqp_publisher import AmqpPublisher
-from clock_server.broker.confirms import Batch, ConfirmTracker
+from clock_server.broker.confirms import Batch, ConfirmTracker, waits_on_s
 from clock_server.broker.moment_queue import MomentQueue
 from clock_server.broker.publisher import TimedGroup
 from clock_server.errors import ConfigError
@@ -258,6 +258,64 @@ def test_missing_confirms_time_out_as_false(broker, make_publisher, monkeypatch,
     assert pending.refused == [], "a confirm that never came is no refusal"
     assert time.monotonic() - started < 1.0
     assert re.search(r"5 messages not confirmed \d+\.\d s after they were sent", caplog.text)
+
+
+@pytest.mark.parametrize(
+    ("timeout_s", "waited_s", "quiet_s", "more_s"),
+    [
+        (10, 10, None, 0),  # no confirm since the channel opened, or no channel
+        (10, 10, 12, 0),  # the broker confirmed nothing for a timeout: given up
+        (10, 10, 10, 0),
+        (10, 10, 0.5, 9.5),  # it confirms others: until it has been quiet a timeout
+        (10, 25, 0.5, 5),  # and never past three timeouts in all
+        (10, 30, 0, 0),
+        (0, 12, 0, 0),  # a later group took the batch's whole timeout
+    ],
+)
+def test_a_batch_is_waited_for_while_the_broker_keeps_confirming(
+    timeout_s, waited_s, quiet_s, more_s
+):
+    assert waits_on_s(timeout_s, waited_s, quiet_s) == pytest.approx(more_s)
+
+
+@pytest.mark.rabbitmq
+def test_confirms_later_than_the_timeout_count_while_the_broker_confirms_others(
+    broker, make_publisher
+):
+    """A broker whose every confirm comes 1.5 s late, steadily, is behind, not gone: a batch
+    waited for with a timeout of 1 s is confirmed, not published again; with 0.4 s, three
+    timeouts are past before its confirm and it is given up."""
+    proxy = TcpProxy(5672).start()
+    publisher = make_publisher(proxy.amqp_url)
+    application = broker.app()
+
+    def one() -> list[OutgoingMessage]:
+        return [OutgoingMessage(uuid4().hex, application, b"{}")]
+
+    assert publisher.publish_batch(one(), timeout_s=5.0) == [True]  # its queue declared
+    proxy.lag_s = 1.5
+    stop, stream = threading.Event(), []
+
+    def keep_publishing() -> None:
+        while not stop.wait(0.1):
+            stream.append(publisher.start_batch(one()))
+
+    pacer = threading.Thread(target=keep_publishing, daemon=True)
+    pacer.start()
+    try:
+        time.sleep(2.0)  # the stream's confirms are coming in by now, 1.5 s late
+        started = time.monotonic()
+        assert publisher.start_batch(one()).wait(1.0) == [True]
+        assert time.monotonic() - started >= 1.4, "confirmed only once the lag had passed"
+        started = time.monotonic()
+        assert publisher.start_batch(one()).wait(0.4) == [False]
+        assert time.monotonic() - started < 1.5
+    finally:
+        stop.set()
+        pacer.join()
+    late = [pending.wait(5.0) for pending in stream[5:]]
+    assert late == [[True]] * len(late)
+    proxy.cut()
 
 
 @pytest.mark.rabbitmq

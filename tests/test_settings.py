@@ -56,8 +56,8 @@ def test_the_log_format_is_read_from_its_variable():
 
 def test_a_loop_may_stall_no_less_than_twice_the_publish_timeout():
     assert Settings().loop_stall_ms == 60_000
-    assert Settings(loop_stall_s=5).loop_stall_ms == 20_000  # publish timeout 10 s
-    assert Settings(loop_stall_s=5, publish_timeout_s=60).loop_stall_ms == 120_000
+    assert Settings(loop_stall_s=5).loop_stall_ms == 40_000  # publish timeout 10 s
+    assert Settings(loop_stall_s=5, publish_timeout_s=60).loop_stall_ms == 240_000
 
 
 def test_the_largest_payload_setting_is_accepted_with_a_batch_limit_that_holds_it():

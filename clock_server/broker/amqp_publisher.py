@@ -24,7 +24,7 @@ from clock_server.broker.amqp_nodes import (
     node_urls,
     tls_context,
 )
-from clock_server.broker.confirms import Batch, ConfirmTracker
+from clock_server.broker.confirms import Batch, ConfirmTracker, waits_on_s
 from clock_server.broker.connection_log import ConnectionLog, node_name
 from clock_server.broker.moment_queue import MomentQueue
 from clock_server.broker.publisher import PendingBatch, TimedBatch, TimedGroup
@@ -59,7 +59,7 @@ class _PendingAmqpBatch:
 
     def wait(self, timeout_s: float) -> list[bool]:
         batch = self._batch
-        if batch.size and not batch.done.wait(timeout_s) and (missing := batch.finish()):
+        if batch.size and not self._settles(timeout_s) and (missing := batch.finish()):
             publisher = self._publisher
             log.warning(
                 "%s: %d messages not confirmed %s",
@@ -73,6 +73,18 @@ class _PendingAmqpBatch:
         if observe is not None and (seconds := batch.confirm_seconds()) is not None:
             observe(seconds)
         return batch.outcome()
+
+    def _settles(self, timeout_s: float) -> bool:
+        """Whether every confirm comes: within `timeout_s`, or later while the broker keeps
+        confirming others on the connection (`waits_on_s`)."""
+        done, started = self._batch.done, time.monotonic()
+        wait_s = timeout_s
+        while not done.wait(wait_s):
+            waited_s = time.monotonic() - started
+            wait_s = waits_on_s(timeout_s, waited_s, self._publisher.quiet_s())
+            if wait_s <= 0.0:
+                return False
+        return True
 
     @property
     def sent_at_ms(self) -> int | None:
@@ -164,6 +176,14 @@ class AmqpPublisher:
         """True only while the channel is open, the exchange is declared and the broker has
         not blocked the connection."""
         return self._ready.is_set() and not self._blocked
+
+    def quiet_s(self) -> float | None:
+        """Seconds since the broker last confirmed a message on the current channel; None
+        before its first confirm, or with no channel."""
+        confirmed_at = self._confirms.confirmed_at
+        if confirmed_at is None or not self.is_healthy():
+            return None
+        return time.monotonic() - confirmed_at
 
     def publish_batch(self, messages: Sequence[OutgoingMessage], timeout_s: float) -> list[bool]:
         """Publish all messages, then wait for their confirms; one flag per message, in order."""

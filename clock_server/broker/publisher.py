@@ -13,7 +13,8 @@ class PendingBatch(Protocol):
     """A batch handed to the broker whose confirms may still be on their way."""
 
     def wait(self, timeout_s: float) -> list[bool]:
-        """The outcome, as publish_batch gives it, once confirmed or after `timeout_s`."""
+        """The outcome, as publish_batch gives it, once confirmed or once the broker has
+        confirmed nothing for `timeout_s` (`confirms.waits_on_s`)."""
         ...
 
     @property
@@ -63,8 +64,9 @@ class Publisher(Protocol):
 
         Returns one flag per message, in order: True only when the broker confirmed the
         message and did not return it as unroutable. A broker that is down, a nack, a
-        return or no confirm within ``timeout_s`` gives False; the call never raises
-        for broker trouble.
+        return, or a broker that confirmed nothing for ``timeout_s`` (at most
+        `settings.PUBLISH_PATIENCE` timeouts in all while it confirms others) gives False; the call
+        never raises for broker trouble.
         """
         ...
 
