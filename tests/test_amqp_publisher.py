@@ -319,6 +319,22 @@ def test_confirms_later_than_the_timeout_count_while_the_broker_confirms_others(
 
 
 @pytest.mark.rabbitmq
+def test_a_queue_declared_as_the_channel_closes_fails_its_batch_and_nothing_else(
+    broker, make_publisher, caplog
+):
+    proxy = TcpProxy(5672).start()
+    publisher = make_publisher(proxy.amqp_url)
+    proxy.lag_s = 0.5  # the declare's answer comes after the close has begun
+    with caplog.at_level(logging.WARNING):
+        pending = publisher.start_batch(_messages(broker.app(), 1))
+        time.sleep(0.1)
+        publisher.close(3.0)
+    assert pending.wait(0.0) == [False]
+    assert "publisher_loop_error" not in [getattr(r, "action", "") for r in caplog.records]
+    proxy.cut()
+
+
+@pytest.mark.rabbitmq
 def test_a_batch_is_sent_before_the_io_loop_turns_again(broker, make_publisher, monkeypatch):
     publisher = make_publisher()
     publish = publisher._publish

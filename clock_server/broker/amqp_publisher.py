@@ -488,7 +488,12 @@ class AmqpPublisher:
         queue = self._queue_prefix + application
 
         def bind(_frame: Any) -> None:
-            channel.queue_bind(queue, self._exchange, routing_key=application, callback=on_bound)
+            # A channel closing meanwhile (a shutdown, a channel error) fails its batches
+            # itself (_on_lost); pika would raise here, taken for a failed IO loop.
+            if channel.is_open:
+                channel.queue_bind(
+                    queue, self._exchange, routing_key=application, callback=on_bound
+                )
 
         channel.queue_declare(queue, durable=True, arguments=self._queue_arguments, callback=bind)
 
