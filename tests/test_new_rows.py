@@ -39,7 +39,7 @@ def test_new_rows(
     new = NewRows(after_id=10, gap_ttl_ms=TTL, max_gaps=100)
     for ids, now_ms in looks:
         new.saw(ids, now_ms)
-    assert (new.after_id, new.gaps(), new.gave_up) == (after_id, gaps, bool(given_up)), rule
+    assert (new.after_id, new.kept) == (after_id, gaps), rule
     assert new.take_given_up() == given_up, rule
     assert new.take_given_up() == {}, rule  # taken once
 
@@ -73,18 +73,18 @@ def test_a_gap_kept_past_its_every_pass_time_is_given_up_only_after_keep_ms():
     new = NewRows(after_id=10, gap_ttl_ms=TTL, keep_ms=KEEP, slow_look_ms=SLOW, max_gaps=100)
     new.saw([11, 13], 0)
     new.saw([], KEEP)
-    assert new.gaps() == [12] and not new.gave_up
+    assert new.kept == [12] and new.take_given_up() == {}
     new.saw([12], KEEP)  # found at last: the row of a transaction that took that long
-    assert new.gaps() == [] and not new.gave_up
+    assert new.kept == [] and new.take_given_up() == {}
     new.saw([15], KEEP)
     new.saw([], 2 * KEEP + 1)
-    assert new.gaps() == [] and new.take_given_up() == {UNSEEN: 1}
+    assert new.kept == [] and new.take_given_up() == {UNSEEN: 1}
 
 
 def test_the_oldest_gaps_go_first_beyond_the_most_kept():
     new = NewRows(after_id=0, gap_ttl_ms=TTL, max_gaps=3)
     new.saw([3], 0)  # gaps 1 and 2, since 0
-    assert not new.gave_up
+    assert new.take_given_up() == {}
     new.saw([6], 10)  # gaps 4 and 5, since 10: one of the oldest goes
-    assert new.gaps() == [2, 4, 5] and new.gave_up
+    assert new.kept == [2, 4, 5]
     assert new.take_given_up() == {TOO_MANY: 1}

@@ -10,9 +10,9 @@ transaction rolled back), and a few are transactions still running: a gap is loo
 at each pass for `gap_ttl_ms`, then once every `slow_look_ms` until `keep_ms` has passed, so
 that a create whose commit the database held for seconds is found within `slow_look_ms` of
 it, while the gaps that will never be rows cost each pass little. An id given up on (kept
-for `keep_ms`, too many gaps, a jump too long to walk) is reported (`gave_up`,
-and counted by reason in `given_up`): the preloader then reads from the start, which finds
-the row of a transaction slower than that.
+for `keep_ms`, too many gaps, a jump too long to walk) is counted by reason
+(`take_given_up`): the preloader then reads from the start, which finds the row of a
+transaction slower than that.
 """
 
 from __future__ import annotations
@@ -45,17 +45,16 @@ class NewRows:
         self.max_gaps = max_gaps
         self._gaps: dict[int, int] = {}
         self._slow_looked_ms: int | None = None
-        # An id was given up on since the preloader last read from the start: it may be a row
-        # that committed later, due before where the reading has got to.
-        self.gave_up = False
-        self.given_up: Counter[str] = Counter()  # ids by reason, until `take_given_up`
+        self._given_up: Counter[str] = Counter()  # ids by reason, until `take_given_up`
 
-    def gaps(self, now_ms: int | None = None) -> list[int]:
+    @property
+    def kept(self) -> list[int]:
+        """Every gap kept, in order."""
+        return sorted(self._gaps)
+
+    def gaps(self, now_ms: int) -> list[int]:
         """The gaps to look at now: those missed within `gap_ttl_ms`, and the older ones too
-        once `slow_look_ms` has passed since they were last looked at (always, with no
-        `now_ms`)."""
-        if now_ms is None:
-            return sorted(self._gaps)
+        once `slow_look_ms` has passed since they were last looked at."""
         looks_slow = (
             self._slow_looked_ms is None or now_ms - self._slow_looked_ms >= self.slow_look_ms
         )
@@ -82,8 +81,7 @@ class NewRows:
                     if gap not in found:
                         self._gaps[gap] = now_ms
             else:
-                self.gave_up = True
-                self.given_up[JUMP] += missing
+                self._given_up[JUMP] += missing
             self.after_id = newest
         expired = [gap for gap, since in self._gaps.items() if now_ms - since > self.keep_ms]
         for gap in expired:
@@ -92,13 +90,11 @@ class NewRows:
             by_age = sorted(self._gaps, key=lambda gap: (self._gaps[gap], gap))
             for gap in by_age[: -self.max_gaps]:
                 del self._gaps[gap]
-            self.gave_up = True
-            self.given_up[TOO_MANY] += len(by_age) - self.max_gaps
+            self._given_up[TOO_MANY] += len(by_age) - self.max_gaps
         if expired:
-            self.gave_up = True
-            self.given_up[UNSEEN] += len(expired)
+            self._given_up[UNSEEN] += len(expired)
 
     def take_given_up(self) -> dict[str, int]:
         """The ids given up on since the last call, by reason."""
-        taken, self.given_up = dict(self.given_up), Counter()
+        taken, self._given_up = dict(self._given_up), Counter()
         return taken

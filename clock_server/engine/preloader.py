@@ -133,6 +133,9 @@ class Preloader:
         self._readers: ThreadPoolExecutor | None = None
         self._new: NewRows | None = None
         self._read_from_start_ms: int | None = None  # when the reading last started again
+        # An id among the new ones was given up on since the reading last started again: it
+        # may be a row that committed later, due before where the reading has got to.
+        self._gave_up = False
         self._restart = threading.Event()
 
     def restart(self) -> None:
@@ -188,15 +191,13 @@ class Preloader:
 
     def _restart_when_due(self, now_ms: int, groups: SlotGroups) -> None:
         since_ms = None if self._read_from_start_ms is None else now_ms - self._read_from_start_ms
-        gave_up = self._new is not None and self._new.gave_up
-        reason = reads_from_start(since_ms, gave_up, self._restart.is_set(), self.lease_ms)
+        reason = reads_from_start(since_ms, self._gave_up, self._restart.is_set(), self.lease_ms)
         if reason is None:
             return
         self._restart.clear()  # before the reading: a restart asked during it counts
         groups.from_start()
         self._read_from_start_ms = now_ms
-        if self._new is not None:
-            self._new.gave_up = False
+        self._gave_up = False
         self.metrics.readings_from_start.labels(reason).inc()
 
     def _read_moves(self, engine_id: int) -> None:
@@ -225,6 +226,7 @@ class Preloader:
         )
         self._new.saw(ids, now_ms)
         for reason, count in self._new.take_given_up().items():
+            self._gave_up = True
             self.metrics.ids_given_up.labels(reason).inc(count)
         groups = self._slot_groups()
         groups.ranges(slots)  # cut for the slots owned now, before the positions are read
