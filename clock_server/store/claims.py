@@ -130,7 +130,7 @@ class SqlClaimStore:
         """Make each alarm due again at its claim's due time, later than it was (a delivery
         limit holds it back), its version moved. Stale claims are ignored; returns how many
         were still live."""
-        return self._give_back(claims, now_ms, PENDING)
+        return self._make_due_again(claims, now_ms, PENDING)
 
     @property
     def locks_rows(self) -> bool:
@@ -164,11 +164,11 @@ class SqlClaimStore:
     def give_back_deliveries(self, claims: Sequence[Claim], now_ms: int) -> int:
         """Alarms handed to a webhook and never sent (a shutdown): pending again, due now, for
         any engine to ring. Those whose version moved are left alone."""
-        return self._give_back(
+        return self._make_due_again(
             [c._replace(due_ms=now_ms) for c in claims], now_ms, DELIVERING, moved=True
         )
 
-    def _give_back(
+    def _make_due_again(
         self, claims: Sequence[Claim], now_ms: int, status: str, moved: bool = False
     ) -> int:
         """Make the alarms of `claims` that are still in `status` with the claimed version
