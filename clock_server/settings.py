@@ -203,6 +203,14 @@ class Settings:
         return int(self.lease_s * 1000)
 
     @property
+    def publish_heartbeat_s(self) -> int:
+        """The AMQP heartbeat the ring publishers ask for: half of CLOCK_PUBLISH_TIMEOUT_S,
+        so that a live broker says something within each timeout even while it confirms
+        nothing (a publish is waited for while it does). Heartbeats are whole seconds: under
+        a timeout of 2 s this one may not be heard within it."""
+        return max(1, int(self.publish_timeout_s / 2))
+
+    @property
     def loop_stall_ms(self) -> int:
         """How long /livez lets a loop go past its beat: CLOCK_LOOP_STALL_S, and never less
         than one CLOCK_PUBLISH_TIMEOUT_S more than the longest wait for a publish's confirms,

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clock_server.broker.amqp_nodes import node_parameters
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.confirms import Batch, ConfirmTracker, waits_on_s
 from clock_server.broker.moment_queue import MomentQueue
@@ -263,26 +264,36 @@ def test_missing_confirms_time_out_as_false(broker, make_publisher, monkeypatch,
 @pytest.mark.parametrize(
     ("timeout_s", "waited_s", "quiet_s", "more_s"),
     [
-        (10, 10, None, 0),  # no confirm since the channel opened, or no channel
-        (10, 10, 12, 0),  # the broker confirmed nothing for a timeout: given up
+        (10, 10, None, 0),  # no open, unblocked connection
+        (10, 10, 12, 0),  # the broker said nothing for a timeout: given up
         (10, 10, 10, 0),
-        (10, 10, 0.5, 9.5),  # it confirms others: until it has been quiet a timeout
+        (10, 10, 0.5, 9.5),  # it still talks: until it has been quiet a timeout
         (10, 25, 0.5, 5),  # and never past three timeouts in all
         (10, 30, 0, 0),
         (0, 12, 0, 0),  # a later group took the batch's whole timeout
     ],
 )
-def test_a_batch_is_waited_for_while_the_broker_keeps_confirming(
-    timeout_s, waited_s, quiet_s, more_s
-):
+def test_a_batch_is_waited_for_while_the_broker_keeps_talking(timeout_s, waited_s, quiet_s, more_s):
     assert waits_on_s(timeout_s, waited_s, quiet_s) == pytest.approx(more_s)
+
+
+@pytest.mark.parametrize(
+    ("url", "asked", "heartbeat"),
+    [
+        ("amqp://u:p@rabbit.example/%2F", 5, 5),
+        ("amqp://u:p@rabbit.example/%2F?heartbeat=600", 5, 600),  # the url's own wins
+        ("amqp://u:p@rabbit.example/%2F", None, None),  # what the broker proposes
+    ],
+)
+def test_the_heartbeat_asked_for_unless_the_url_names_one(url, asked, heartbeat):
+    assert node_parameters(url, "clock", 5.0, heartbeat_s=asked).heartbeat == heartbeat
 
 
 @pytest.mark.rabbitmq
 def test_confirms_later_than_the_timeout_count_while_the_broker_confirms_others(
     broker, make_publisher
 ):
-    """A broker whose every confirm comes 1.5 s late, steadily, is behind, not gone: a batch
+    """A broker whose every answer comes 1.5 s late, steadily, is behind, not gone: a batch
     waited for with a timeout of 1 s is confirmed, not published again; with 0.4 s, three
     timeouts are past before its confirm and it is given up."""
     proxy = TcpProxy(5672).start()
@@ -315,6 +326,28 @@ def test_confirms_later_than_the_timeout_count_while_the_broker_confirms_others(
         pacer.join()
     late = [pending.wait(5.0) for pending in stream[5:]]
     assert late == [[True]] * len(late)
+    proxy.cut()
+
+
+@pytest.mark.rabbitmq
+def test_a_lone_batch_is_waited_for_while_the_broker_sends_heartbeats(broker, make_publisher):
+    """Nothing else in flight: the broker's heartbeats (a gap of a second at most here) show
+    it is there while its confirm is 2.5 s late, past a timeout of 2 s. Frozen, it says
+    nothing, and the batch is given up after its timeout."""
+    proxy = TcpProxy(5672).start()
+    publisher = make_publisher(proxy.amqp_url, heartbeat_s=1)
+    application = broker.app()
+    assert publisher.publish_batch(_messages(application, 1), timeout_s=5.0) == [True]
+    proxy.lag_s = 2.5
+    time.sleep(2.6)  # what the broker sent before the lag has come
+    started = time.monotonic()
+    assert publisher.publish_batch(_messages(application, 1), timeout_s=2.0) == [True]
+    assert time.monotonic() - started >= 2.4
+    proxy.freeze()
+    time.sleep(2.1)
+    started = time.monotonic()
+    assert publisher.publish_batch(_messages(application, 1), timeout_s=2.0) == [False]
+    assert time.monotonic() - started < 2.5
     proxy.cut()
 
 

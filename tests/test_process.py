@@ -196,6 +196,35 @@ def _outage(cluster: Cluster, proxy: TcpProxy) -> None:
     assert {(row.status, row.retry_times) for row in rows} == {("rung", 0)}
 
 
+@pytest.mark.parametrize("lanes", ["1", "4"])
+def test_a_broker_falling_behind_its_confirms_gets_each_alarm_once(cluster: Cluster, lanes: str):
+    """The broker's answers come later and later, up to 2.5 s, past the publish timeout of
+    2 s, while it is still there (its confirms and heartbeats, asked for every second, keep
+    coming): the server waits for the confirms instead of publishing the late ones again, so
+    each alarm arrives once, none early, none with an attempt spent. With one lane each batch
+    waits alone."""
+    proxy = TcpProxy(5672).start()
+    try:
+        server = cluster.server(
+            "behind",
+            amqp_url=proxy.amqp_url,
+            CLOCK_PUBLISH_TIMEOUT_S="2",
+            CLOCK_RING_LANES=lanes,
+        ).start()
+        ids = cluster.create_batch(server, 400, spread_ms=6_000, offset_ms=300)
+        time.sleep(0.5)  # the first alarms are rung and confirmed at once
+        while proxy.lag_s < 2.5:  # a broker falling behind
+            proxy.lag_s += 0.1
+            time.sleep(0.1)
+        cluster.collector.wait_for(400, 20)
+        time.sleep(3.0)  # a second publish of a late one would be here by now
+        assert sorted(cluster.collector.ids()) == sorted(ids)
+        assert_rang_on_time(cluster, ids)
+        assert {row.retry_times for row in cluster.rows()} == {0}
+    finally:
+        proxy.cut()
+
+
 @pytest.mark.parametrize("web_processes", ["1", "2"])
 def test_sigterm_exits_by_the_shutdown_timeout_while_the_broker_stopped_answering(
     cluster: Cluster, web_processes: str

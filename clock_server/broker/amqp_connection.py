@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import struct
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,10 +70,12 @@ class PublishingConnection(pika.SelectConnection):
 
     ``on_ack`` is given each Basic.Ack read at the start of a read from the socket; while
     it is None, or when it returns False, pika reads the frames as it always does.
+    ``heard_at`` is when the last read brought anything (plain TCP and TLS alike).
     """
 
     on_ack: AckHandler | None = None
     _watching_reads = True
+    heard_at: float | None = None  # time.monotonic() when the broker last sent anything
 
     def send_frames(self, buffers: Sequence[bytes]) -> None:
         """Send the buffers now, on a plain TCP connection with nothing queued before them,
@@ -146,6 +149,7 @@ class PublishingConnection(pika.SelectConnection):
                 return
 
     def _on_data_available(self, data_in: bytes) -> None:
+        self.heard_at = time.monotonic()
         on_ack = self.on_ack
         if on_ack is not None and not self._frame_buffer:  # at a frame boundary
             used = 0

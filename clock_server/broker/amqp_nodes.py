@@ -46,19 +46,24 @@ def node_parameters(
     connection_name: str,
     connect_timeout_s: float,
     tls: ssl.SSLContext | None = None,
+    heartbeat_s: int | None = None,
 ) -> pika.URLParameters:
     """One attempt per connect, within `connect_timeout_s`, named `connection_name` in the
-    broker's management UI; an amqps:// node is verified with `tls` when it is given."""
+    broker's management UI; an amqps:// node is verified with `tls` when it is given; the
+    heartbeat is `heartbeat_s` unless the url names one (None: what the broker proposes)."""
     try:
         params = pika.URLParameters(url)
     except ValueError as exc:
         raise ConfigError(f"invalid AMQP url: {exc}", field="amqp_url") from exc
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    if heartbeat_s is not None and "heartbeat" not in query:
+        params.heartbeat = heartbeat_s
     params.connection_attempts = 1
     params.socket_timeout = params.stack_timeout = connect_timeout_s
     properties = dict(params.client_properties or {})
     params.client_properties = {"connection_name": connection_name, **properties}
     if tls is not None and params.ssl_options is not None:
-        if "ssl_options" in urllib.parse.parse_qs(urllib.parse.urlsplit(url).query):
+        if "ssl_options" in query:
             raise ConfigError(
                 "an AMQP url with ssl_options of its own names its CA there: leave "
                 "CLOCK_AMQP_CA_FILE unset",

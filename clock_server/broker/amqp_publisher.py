@@ -76,7 +76,7 @@ class _PendingAmqpBatch:
 
     def _settles(self, timeout_s: float) -> bool:
         """Whether every confirm comes: within `timeout_s`, or later while the broker keeps
-        confirming others on the connection (`waits_on_s`)."""
+        talking on the connection (`waits_on_s`)."""
         done, started = self._batch.done, time.monotonic()
         wait_s = timeout_s
         while not done.wait(wait_s):
@@ -110,7 +110,10 @@ class AmqpPublisher:
     and in every log line about it.
     ``observe_confirm`` is given, for each batch the broker confirmed entirely, the seconds
     from sending it to its last confirm. ``ca_file`` (PEM) holds the CA certificates that
-    ``amqps://`` nodes are verified with, instead of the system's.
+    ``amqps://`` nodes are verified with, instead of the system's. ``heartbeat_s`` is the
+    AMQP heartbeat asked for when the url names none: a live broker then sends something at
+    least every half of it, which is how a publish past its timeout tells a broker behind
+    from one that stopped (`confirms.waits_on_s`).
     """
 
     def __init__(
@@ -124,8 +127,10 @@ class AmqpPublisher:
         name: str = "clock-publisher",
         observe_confirm: Callable[[float], None] | None = None,
         ca_file: str = "",
+        heartbeat_s: int | None = None,
     ) -> None:
         self._name = name
+        self._heartbeat_s = heartbeat_s
         self._log = ConnectionLog(name)
         self._lost_reason: BaseException | None = None  # why the channel closed, if it did
         self._ca_file = ca_file
@@ -161,7 +166,7 @@ class AmqpPublisher:
             raise RuntimeError("AmqpPublisher already started")
         tls = tls_context(self._ca_file)
         self._nodes = [
-            node_parameters(url, self._name, self._connect_timeout_s, tls)
+            node_parameters(url, self._name, self._connect_timeout_s, tls, self._heartbeat_s)
             for url in node_urls(self._url)
         ]
         self._ioloop = IOLoop()
@@ -178,12 +183,12 @@ class AmqpPublisher:
         return self._ready.is_set() and not self._blocked
 
     def quiet_s(self) -> float | None:
-        """Seconds since the broker last confirmed a message on the current channel; None
-        before its first confirm, or with no channel."""
-        confirmed_at = self._confirms.confirmed_at
-        if confirmed_at is None or not self.is_healthy():
+        """Seconds since the broker last sent anything on the current connection; None
+        while the publisher is not ready (no channel, a blocked connection)."""
+        connection = self._connection
+        if connection is None or connection.heard_at is None or not self.is_healthy():
             return None
-        return time.monotonic() - confirmed_at
+        return time.monotonic() - connection.heard_at
 
     def publish_batch(self, messages: Sequence[OutgoingMessage], timeout_s: float) -> list[bool]:
         """Publish all messages, then wait for their confirms; one flag per message, in order."""

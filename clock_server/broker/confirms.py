@@ -13,13 +13,15 @@ from clock_server.settings import PUBLISH_PATIENCE
 
 def waits_on_s(timeout_s: float, waited_s: float, quiet_s: float | None) -> float:
     """How much longer to wait for a batch not all confirmed after `waited_s` of a wait given
-    `timeout_s`; 0 gives it up. The timeout counts from the broker's last confirm on the
-    connection (`quiet_s` ago; None: none since the channel opened, or no channel), not from
-    the send, and the whole wait is at most PUBLISH_PATIENCE timeouts.
+    `timeout_s`; 0 gives it up. The timeout counts from the last time the broker said
+    anything on the connection (a confirm, a heartbeat: `quiet_s` ago; None with no open,
+    unblocked connection), not from the send, and the whole wait is at most PUBLISH_PATIENCE
+    timeouts.
 
-    A broker that still confirms others is working through a backlog, and this batch comes
-    after them: given up on, its alarms would be published again and add to that backlog. One
-    that has confirmed nothing for the timeout has stopped (blocked, stalled, cut off)."""
+    A broker that still talks is working through a backlog (its confirms wait for the disk,
+    for a quorum's replicas): given up on, this batch's alarms would be published again and
+    add to that backlog. One that has said nothing for the timeout has stopped (stalled, cut
+    off); one that blocked publishers said so and is not waited for."""
     if quiet_s is None:
         return 0.0
     return max(0.0, min(timeout_s - quiet_s, PUBLISH_PATIENCE * timeout_s - waited_s))
@@ -116,9 +118,7 @@ class ConfirmTracker:
 
     Tags run on across batches from 1 on each new channel. A confirm settles one tag, or with
     `multiple` every tag up to it; a message the broker returned as unroutable before its
-    confirm counts as failed. Used by the IO thread only, but for `confirmed_at` (the
-    monotonic time of the latest confirm on this channel, None before the first), which
-    waiters read.
+    confirm counts as failed. Used by the IO thread only.
     """
 
     def __init__(self) -> None:
@@ -127,14 +127,12 @@ class ConfirmTracker:
         self._unconfirmed: collections.deque[list[Any]] = collections.deque()
         self._next_tag = 1
         self._returned: set[str] = set()
-        self.confirmed_at: float | None = None
 
     def reset(self) -> None:
         """A new channel: nothing is awaited, tags start again at 1."""
         self._unconfirmed.clear()
         self._returned.clear()
         self._next_tag = 1
-        self.confirmed_at = None
 
     def sent(self, batch: Batch) -> None:
         """`batch`'s messages went out, in order, as the next delivery tags."""
@@ -149,7 +147,6 @@ class ConfirmTracker:
 
     def confirm(self, tag: int, multiple: bool, acked: bool) -> None:
         """An ack or a nack of `tag`, or with `multiple` of every tag up to it."""
-        self.confirmed_at = time.monotonic()
         if multiple:
             self._settle_through(tag, acked)
         else:

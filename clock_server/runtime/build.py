@@ -208,6 +208,7 @@ def amqp_publishers(settings: Settings, metrics: Metrics) -> tuple[AmqpPublisher
             name=name,
             observe_confirm=metrics.confirm_latency.observe,
             ca_file=settings.amqp_ca_file,
+            heartbeat_s=settings.publish_heartbeat_s,
         )
         for name in ("clock-publisher", "clock-publisher-express")
     )
