@@ -314,6 +314,7 @@ class TcpProxy:
         self._flowing.set()
         self.held_bytes = 0  # received while frozen, not passed on
         self.lag_s = 0.0  # the server's answers are passed on this much later, in order
+        self._cut = threading.Event()  # wakes the answers waiting to be passed on
 
     @property
     def amqp_url(self) -> str:
@@ -322,6 +323,7 @@ class TcpProxy:
         )
 
     def start(self) -> TcpProxy:
+        self._cut.clear()
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.port))
@@ -332,6 +334,7 @@ class TcpProxy:
 
     def cut(self) -> None:
         """Refuse new connections and drop the open ones."""
+        self._cut.set()
         with self._lock:
             if self._listener is not None:
                 # shutdown() wakes the thread blocked in accept(); close() alone does not.
@@ -374,10 +377,11 @@ class TcpProxy:
             threading.Thread(target=self._pass_late, args=(late, client), daemon=True).start()
 
     def _pass_late(self, late: queue.Queue[tuple[float, bytes]], sink: socket.socket) -> None:
-        """Send on what the server answered, each piece `lag_s` after it came."""
+        """Send on what the server answered, each piece `lag_s` after it came, until cut."""
         try:
             while data := (entry := late.get())[1]:
-                time.sleep(max(0.0, entry[0] + self.lag_s - time.monotonic()))
+                if self._cut.wait(max(0.0, entry[0] + self.lag_s - time.monotonic())):
+                    return
                 sink.sendall(data)
         except OSError:
             pass
