@@ -20,8 +20,8 @@ DEFAULT_DATABASE_URL = "sqlite:///clock.db"
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
-# A publish is waited for at most this many CLOCK_PUBLISH_TIMEOUT_S while the broker keeps
-# confirming others (broker.confirms.waits_on_s).
+# A publish is waited for at most this many CLOCK_PUBLISH_TIMEOUT_S while the broker still
+# says something (broker.confirms.waits_on_s).
 PUBLISH_PATIENCE = 3
 # Settings whose empty value means something (off), rather than "the default".
 _EMPTY_MEANS_OFF = frozenset({"dead_letter_exchange"})
@@ -201,14 +201,6 @@ class Settings:
     @property
     def lease_ms(self) -> int:
         return int(self.lease_s * 1000)
-
-    @property
-    def publish_heartbeat_s(self) -> int:
-        """The AMQP heartbeat the ring publishers ask for: half of CLOCK_PUBLISH_TIMEOUT_S,
-        so that a live broker says something within each timeout even while it confirms
-        nothing (a publish is waited for while it does). Heartbeats are whole seconds: under
-        a timeout of 2 s this one may not be heard within it."""
-        return max(1, int(self.publish_timeout_s / 2))
 
     @property
     def loop_stall_ms(self) -> int:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clock_server.broker.amqp_nodes import node_parameters
+from clock_server.broker.amqp_nodes import heartbeat_within, node_parameters
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.confirms import Batch, ConfirmTracker, waits_on_s
 from clock_server.broker.moment_queue import MomentQueue
@@ -287,6 +287,11 @@ def test_a_batch_is_waited_for_while_the_broker_keeps_talking(timeout_s, waited_
 )
 def test_the_heartbeat_asked_for_unless_the_url_names_one(url, asked, heartbeat):
     assert node_parameters(url, "clock", 5.0, heartbeat_s=asked).heartbeat == heartbeat
+
+
+@pytest.mark.parametrize(("timeout_s", "heartbeat"), [(10, 5), (3, 1), (0.5, 1)])
+def test_the_heartbeat_is_half_the_timeout_in_whole_seconds(timeout_s, heartbeat):
+    assert heartbeat_within(timeout_s) == heartbeat
 
 
 @pytest.mark.rabbitmq

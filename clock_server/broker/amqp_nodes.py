@@ -41,6 +41,12 @@ def tls_context(ca_file: str) -> ssl.SSLContext | None:
         ) from exc
 
 
+def heartbeat_within(timeout_s: float) -> int:
+    """The AMQP heartbeat (whole seconds) to ask for so that a live broker says something
+    within `timeout_s`: half of it, 1 s at least (under 2 s, not always within it)."""
+    return max(1, int(timeout_s / 2))
+
+
 def node_parameters(
     url: str,
     connection_name: str,

@@ -27,6 +27,7 @@ from pika.exchange_type import ExchangeType
 
 from clock_server.broker.amqp_nodes import (
     certificate_refusal,
+    heartbeat_within,
     node_parameters,
     node_urls,
     tls_context,
@@ -112,7 +113,7 @@ class AmqpDeadLetterPublisher:
         params = node_parameters(url, self._name, self._connect_timeout_s, self._tls)
         # A broker that stops answering shows as missed heartbeats; one that blocks
         # publishers (a resource alarm) as this timeout.
-        params.heartbeat = max(1, int(timeout_s / 2))
+        params.heartbeat = heartbeat_within(timeout_s)
         params.blocked_connection_timeout = timeout_s
         return params
 

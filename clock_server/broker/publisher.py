@@ -14,7 +14,7 @@ class PendingBatch(Protocol):
 
     def wait(self, timeout_s: float) -> list[bool]:
         """The outcome, as publish_batch gives it, once confirmed or once the broker has
-        confirmed nothing for `timeout_s` (`confirms.waits_on_s`)."""
+        said nothing (no confirm, no heartbeat) for `timeout_s` (`confirms.waits_on_s`)."""
         ...
 
     @property
@@ -64,9 +64,9 @@ class Publisher(Protocol):
 
         Returns one flag per message, in order: True only when the broker confirmed the
         message and did not return it as unroutable. A broker that is down, a nack, a
-        return, or a broker that confirmed nothing for ``timeout_s`` (at most
-        `settings.PUBLISH_PATIENCE` timeouts in all while it confirms others) gives False; the call
-        never raises for broker trouble.
+        return, or a broker that said nothing for ``timeout_s`` (at most
+        `settings.PUBLISH_PATIENCE` timeouts in all while it still talks) gives False; the
+        call never raises for broker trouble.
         """
         ...
 

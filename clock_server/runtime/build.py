@@ -11,6 +11,7 @@ from typing import Protocol
 from clock_server.api import create_app
 from clock_server.api.services import DueNotifier, HealthSource, LoopSource
 from clock_server.api.tokens import LiveTokens, TokenTable, load_tokens
+from clock_server.broker.amqp_nodes import heartbeat_within
 from clock_server.broker.amqp_publisher import AmqpPublisher
 from clock_server.broker.publisher import DeadLetterPublisher, Publisher
 from clock_server.deadline import Deadline
@@ -208,7 +209,8 @@ def amqp_publishers(settings: Settings, metrics: Metrics) -> tuple[AmqpPublisher
             name=name,
             observe_confirm=metrics.confirm_latency.observe,
             ca_file=settings.amqp_ca_file,
-            heartbeat_s=settings.publish_heartbeat_s,
+            # A live broker then says something within each publish timeout (waits_on_s).
+            heartbeat_s=heartbeat_within(settings.publish_timeout_s),
         )
         for name in ("clock-publisher", "clock-publisher-express")
     )
