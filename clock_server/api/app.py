@@ -47,12 +47,8 @@ def create_app(services: Services) -> Flask:
     app.url_map.converters["path"] = _AnyPath
     install(app, RequestGuard.build(services.settings, services.tokens))
     request_log.install(app)  # first: a request refused by a hook below still has its id
-    app.before_request(screen_request)  # a Host served, no foreign Origin
-    app.before_request(authenticate)  # 401 for /v1 without a valid token, when tokens are set
-    app.before_request(screen_query)  # no query parameter given twice
-    app.before_request(screen_body)  # a JSON body within the route's limit
-    app.after_request(no_sniff)
-    app.after_request(allow_sub_resource_methods)
+    app.before_request(before_route)
+    app.after_request(after_route)
     app.register_blueprint(api)
     app.register_blueprint(health)
     app.register_blueprint(applications)
@@ -69,10 +65,20 @@ def create_app(services: Services) -> Flask:
     return app
 
 
-def no_sniff(response: Response) -> Response:
-    """Every answer is read as the type it says it is, never sniffed as another."""
+def before_route() -> None:
+    """What a request must show before its route runs, in this order. One hook rather than
+    four, since Flask's own cost is per hook and per request."""
+    screen_request()  # a Host served, no foreign Origin
+    authenticate()  # 401 for /v1 without a valid token, when tokens are set
+    screen_query()  # no query parameter given twice
+    screen_body()  # a JSON body within the route's limit
+
+
+def after_route(response: Response) -> Response:
+    """Every answer is read as the type it says it is, never sniffed as another; a 405 or
+    an OPTIONS answer on an alarm's sub-resource lists that sub-resource's methods."""
     response.headers["X-Content-Type-Options"] = "nosniff"
-    return response
+    return allow_sub_resource_methods(response)
 
 
 class OrjsonProvider(DefaultJSONProvider):

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import time
-import uuid
 from dataclasses import dataclass
 
 from flask import Flask, Response, g, request
@@ -46,7 +46,7 @@ def request_id_of(sent: str | None) -> str:
     """The id a request is logged under: the one it sent when acceptable, else a new one."""
     if sent is not None and _SENT_ID.fullmatch(sent):
         return sent
-    return uuid.uuid4().hex
+    return secrets.token_hex(16)
 
 
 def names(application: str) -> None:
