@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from clock_server.api.app import create_app
-from clock_server.api.request_guard import BODY_LIMITS, HostNames, served_hosts, split_host
+from clock_server.api.request_guard import (
+    BODY_LIMITS,
+    ENDPOINTS_KEPT,
+    PATH_KEPT_CHARS,
+    BodyGate,
+    HostNames,
+    served_hosts,
+    split_host,
+)
 from clock_server.api.tokens import TokenTable, load_tokens
 from clock_server.errors import ConfigError
 from clock_server.metrics import Metrics
@@ -40,7 +48,8 @@ class Edge:
         services = build_services(
             self.settings, store, clock, Metrics(), publisher=InMemoryPublisher(), tokens=tokens
         )
-        self.client = create_app(services).test_client()
+        self.app = create_app(services)
+        self.client = self.app.test_client()
         self.clock = clock
 
     def create(self, business_id: str, **headers: str) -> Any:
@@ -335,3 +344,45 @@ def test_metrics_can_require_a_token_of_every_application(
     assert open_metrics.client.get("/metrics").status_code == 200
     with pytest.raises(ConfigError, match="needs tokens"):
         Settings(metrics_token_required=True)
+
+
+# --- the HTTP server's gate: which bodies are not read ----------------------------------------
+
+JSON_HEADERS = {"Host": "localhost", "Content-Type": "application/json"}
+GATE_CASES = [
+    # method, path, headers, declared length: whether the app answers without the body
+    ("POST", "/v1/alarms", JSON_HEADERS, 100, False),
+    ("POST", "/v1/alarms", {**JSON_HEADERS, "Content-Type": "text/plain"}, 100, True),
+    ("POST", "/v1/alarms", {**JSON_HEADERS, "Host": "evil.example"}, 100, True),
+    ("POST", "/v1/alarms", {**JSON_HEADERS, "Origin": "https://evil.example"}, 100, True),
+    ("POST", "/v1/alarms", JSON_HEADERS, 10_000_000, True),  # over the route's limit
+    ("PATCH", "/v1/alarms/orders/a", JSON_HEADERS, 100, False),
+    ("PATCH", "/v1/alarms/orders/" + "b" * PATH_KEPT_CHARS, JSON_HEADERS, 100, False),
+    ("GET", "/v1/alarms/orders/a", JSON_HEADERS, 100, True),  # a route that takes no body
+    ("POST", "/v1/no-such-route", JSON_HEADERS, 100, True),
+    ("DELETE", "/v1/alarms", JSON_HEADERS, 100, True),  # 405
+]
+
+
+@pytest.mark.parametrize(("method", "path", "headers", "length", "unread"), GATE_CASES)
+def test_the_gate_reads_a_body_only_when_the_app_will(
+    edge: Edge, method: str, path: str, headers: dict[str, str], length: int, unread: bool
+) -> None:
+    gate = BodyGate.of(edge.app)
+    assert gate is not None
+    for _ in range(3):  # the first asks the router, the others the endpoints kept
+        assert gate.body_unread(method, path, headers.get, length, False) is unread
+
+
+def test_the_gate_keeps_the_endpoints_of_few_short_paths(edge: Edge) -> None:
+    gate = BodyGate.of(edge.app)
+    assert gate is not None
+    for number in range(ENDPOINTS_KEPT * 2):
+        assert not gate.body_unread(
+            "PATCH", f"/v1/alarms/orders/{number}", JSON_HEADERS.get, 9, False
+        )
+    long_path = "/v1/alarms/orders/" + "c" * PATH_KEPT_CHARS
+    assert not gate.body_unread("PATCH", long_path, JSON_HEADERS.get, 9, False)
+    kept = gate._endpoints.cache_info()
+    assert kept.currsize == ENDPOINTS_KEPT
+    assert kept.misses == ENDPOINTS_KEPT * 2  # the long path never reached the cache
