@@ -30,7 +30,7 @@ def markdown(summary: dict[str, Any]) -> str:
     """One row per figure: what, median (min-max over runs), target, met."""
     lines = [
         f"Measured {summary['date']} on {summary['machine']}; {summary['runs']} run(s) each; "
-        "median (lowest-highest).",
+        "median (lowest-highest); met: in each run.",
         "",
         "| figure | measured | target | met |",
         "| --- | --- | --- | --- |",
