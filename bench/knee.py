@@ -34,6 +34,7 @@ def holds(result: dict[str, Any], p99_ms: float) -> bool:
     return (
         result["received_lateness_ms"]["p99"] <= p99_ms
         and result["lost"] == 0
+        and result.get("unrung_at_end", 0) == 0
         and result["early"] == 0
         and result["load"]["created"] >= HELD_SHARE * asked
     )

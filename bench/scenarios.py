@@ -168,13 +168,18 @@ def _delivery_figures(arrivals, rows, created: int) -> dict:  # type: ignore[no-
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[row[3]] = statuses.get(row[3], 0) + 1
+    # Still due in the table and never received when the run stopped waiting: late beyond
+    # the harness's patience, not lost.
+    unrung = sum(1 for alarm_id, _, _, status in rows
+                 if status == "pending" and alarm_id not in distinct)  # fmt: skip
     return {
         "received_lateness_ms": received,
         "published_lateness_ms": published,
         "transit_ms": transit,
         "delivered": len(distinct),
         "duplicates": len(arrivals) - len(distinct),
-        "lost": created - len(distinct),
+        "lost": created - len(distinct) - unrung,
+        "unrung_at_end": unrung,
         "early": received["early"] + published["early"],
         "statuses": statuses,
         "received_sample": lateness[::step],

@@ -46,6 +46,15 @@ _STEADY_TARGETS: dict[str, dict[str, tuple[str, Callable[[float], bool]]]] = {
 }
 
 
+def _unrung_rows(label: str, runs: list[dict[str, Any]], pick: Pick) -> list[dict[str, Any]]:
+    """Alarms still due and never received when the run stopped waiting (counted as lost in
+    records from before this figure, which lack it)."""
+    if "unrung_at_end" not in runs[0]:
+        return []
+    return [_row(f"{label}: not rung when the run stopped waiting", pick(runs, "unrung_at_end"),
+                 "0", lambda v: v == 0, 0)]  # fmt: skip
+
+
 def _knee_rows(runs: list[dict[str, Any]], pick: Pick) -> list[dict[str, Any]]:
     """The knee's rate and its share of the publish limit; the share's target is met only
     when every run meets it, not the median."""
@@ -79,6 +88,7 @@ def _steady_rows(runs: list[dict[str, Any]], label: str,
             pick(runs, "published_lateness_ms", "p99")),
         _row(f"{label}: early rings", pick(runs, "early"), "0", lambda v: v == 0, 0),
         _row(f"{label}: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0),
+        *_unrung_rows(label, runs, pick),
         row("rate", "rings per second, alarms created beforehand (achieved)"
             if runs[0].get("precreated") else "alarms created per second (achieved)",
             median_and_spread(achieved)),
@@ -124,6 +134,7 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
             rows.append(_row("burst: ring rate / publish rate with a consumer attached (same run)",
                              _ratio(rate, consumed_rate), "-", None, 2))  # fmt: skip
         rows.append(_row("burst: lost", pick(runs, "lost"), "0", lambda v: v == 0, 0))
+        rows.extend(_unrung_rows("burst", runs, pick))
         for name, label in _CPU_NAMES:
             if f"{name}_cpu_us_per_alarm" in runs[0]:  # records from before this figure lack it
                 rows.append(_row(f"burst: {label} CPU per alarm during the drain (us)",
@@ -208,6 +219,7 @@ def rows_for(raw: dict[str, Any], pick: Pick) -> list[dict[str, Any]]:
                 0,
             ),
             _row("100 clients: alarms lost", pick(runs, "lost"), "0", lambda v: v == 0, 0),
+            *_unrung_rows("100 clients", runs, pick),
             _row(
                 "100 clients: lateness p99 meanwhile (ms)",
                 pick(runs, "received_lateness_ms", "p99"),
