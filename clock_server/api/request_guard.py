@@ -49,6 +49,9 @@ from clock_server.settings import Settings
 Header = Callable[[str], str | None]  # a request header by name, None when absent
 
 PROBES = frozenset({"/livez", "/readyz", "/healthz"})
+# In a request's WSGI environment, True when the HTTP server's gate (`BodyGate`) made the
+# Host, Origin, token and body checks of its headers and they passed.
+SCREENED = "clock.screened"
 CHANGES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON = "application/json"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
@@ -254,6 +257,14 @@ class RequestGuard:
 def install(app: Flask, guard: RequestGuard) -> None:
     """Keep `guard` on `app`, for the hooks below and for the HTTP server's BodyGate."""
     app.extensions[_EXTENSION] = guard
+
+
+def screened() -> bool:
+    """Whether the HTTP server's gate already made the checks of `screen_request` and
+    `screen_body` for this request, with the same headers (no proxy of
+    CLOCK_TRUSTED_PROXY_HOPS rewrites any of them: werkzeug's ProxyFix moves only the
+    prefix), and they passed."""
+    return request.environ.get(SCREENED) is True
 
 
 def screen_request() -> None:

@@ -19,9 +19,9 @@ from typing import Any
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer
-from waitress.task import ErrorTask
+from waitress.task import ErrorTask, WSGITask
 
-from clock_server.api.request_guard import BodyGate
+from clock_server.api.request_guard import SCREENED, BodyGate
 
 
 class NoSniffErrorTask(ErrorTask):  # type: ignore[misc]
@@ -40,6 +40,7 @@ class GuardedParser(HTTPRequestParser):  # type: ignore[misc]
     header_timeout_s: float = 10.0
     completed: bool = False  # waitress's own defaults, declared for the type checker
     body_rcv: Any = None
+    screened: bool = False  # the gate made the app's checks of these headers, and they passed
 
     def __init__(self, adj: Any) -> None:
         super().__init__(adj)
@@ -62,6 +63,7 @@ class GuardedParser(HTTPRequestParser):  # type: ignore[misc]
         if not self.gate.body_unread(
             self.command, self.path, header, self.content_length, self.chunked
         ):
+            self.screened = True
             return consumed
         # The app answers from the headers alone: read no byte of the body, and close the
         # connection after the answer, since the rest of the body is still on its way.
@@ -73,10 +75,23 @@ class GuardedParser(HTTPRequestParser):  # type: ignore[misc]
         return len(data)
 
 
+class ScreenedTask(WSGITask):  # type: ignore[misc]
+    """A request served to the app, its environment saying when the gate already made the
+    app's checks of its headers (`SCREENED`), so that the app does not make them again. No
+    header can set the key: a header's name reaches the environment as HTTP_*."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environment()
+        if getattr(self.request, "screened", False):
+            environ[SCREENED] = True
+        return environ
+
+
 class GuardedChannel(HTTPChannel):  # type: ignore[misc]
     """A connection whose request headers must be in by their parser's deadline."""
 
     parser_class = GuardedParser
+    task_class = ScreenedTask
     error_task_class = NoSniffErrorTask
 
     def readable(self) -> bool:
