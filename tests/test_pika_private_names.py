@@ -29,6 +29,7 @@ from clock_server.broker.pika_private import (
     PRIVATE_NAMES,
     PikaName,
 )
+from tests.library_names import parameters, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = ROOT / "clock_server" / "broker"
@@ -66,22 +67,6 @@ def offline(cls: type) -> Iterator[Any]:
             loop.close()
     else:
         raise LookupError(f"no instance of {cls.__qualname__} is made here: add it to offline()")
-
-
-def resolve(owner: str) -> Any:
-    """The module, or the class of a module, that `owner` names (``pika.x:Class``)."""
-    module_name, _, qualname = owner.partition(":")
-    found: Any = importlib.import_module(module_name)
-    for part in filter(None, qualname.split(".")):
-        found = getattr(found, part)
-    return found
-
-
-def parameters(function: Any) -> str:
-    """The parameters of `function` as inspect.signature shows them, without annotations."""
-    signature = inspect.signature(function)
-    plain = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
-    return str(signature.replace(parameters=plain, return_annotation=signature.empty))
 
 
 def problem(entry: PikaName) -> str | None:

@@ -4,11 +4,9 @@ still takes the parameters clock gives it."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from importlib.metadata import version
-from typing import Any
 
 import pytest
 
@@ -21,23 +19,10 @@ from clock_server.runtime.waitress_private import (
     PARAMETER,
     WaitressName,
 )
+from tests.library_names import parameters, resolve
 
 LIST = "clock_server/runtime/waitress_private.py"
 _MISSING = object()
-
-
-def resolve(owner: str) -> Any:
-    module_name, _, qualname = owner.partition(":")
-    found: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        found = getattr(found, part)
-    return found
-
-
-def parameters(function: Any) -> str:
-    signature = inspect.signature(function)
-    plain = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
-    return str(signature.replace(parameters=plain, return_annotation=signature.empty))
 
 
 def sets_on_instances(cls: type, name: str) -> bool:
