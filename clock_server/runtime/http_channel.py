@@ -82,7 +82,7 @@ class ScreenedTask(WSGITask):  # type: ignore[misc]
 
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environment()
-        if getattr(self.request, "screened", False):
+        if self.request.screened:  # always a GuardedParser: the channel's parser_class
             environ[SCREENED] = True
         return environ
 
