@@ -16,6 +16,7 @@ import logging
 from collections import Counter
 
 from clock_server.broker.publisher import DeadLetterPublisher
+from clock_server.engine.job_leases import LeaseKeeper
 from clock_server.metrics import Metrics
 from clock_server.store.ports import DeadLetterOutbox, JobLease
 from clock_server.timesource import Clock
@@ -32,9 +33,9 @@ class DeadLetterRelay:
     """One pass (`run_once`) publishes up to `batch` dead letters; the engine runs it in a
     loop every `interval_s`, and at once when a ring batch has marked alarms dead.
 
-    The lease lasts `lease_s` and is renewed once half of it has passed, so the holder writes
-    its row every few seconds, not every pass; another server waits as long before it asks
-    again, so a holder that died hands the relay over within about one and a half leases.
+    The lease lasts `lease_s` and is kept by `job_leases.LeaseKeeper`: the holder writes its
+    row every few seconds, not every pass, and a holder that died hands the relay over within
+    about one and a half leases.
     """
 
     def __init__(
@@ -61,13 +62,12 @@ class DeadLetterRelay:
         self.interval_s = interval_s
         self.lease_ms = int(lease_s * 1000)
         self.batch = batch
-        self._held_until_ms = 0  # while this server holds the lease
-        self._ask_again_at_ms = 0  # when a server that did not get it asks again
+        self._lease = LeaseKeeper(lease, RELAY_JOB, owner, self.lease_ms)
         self._unconfirmed = False  # the last pass left letters unconfirmed
 
     def run_once(self) -> float:
         """Publish the next letters; returns seconds until the next pass (0: more are left)."""
-        if not self._holds_lease(self.clock.now_ms()):
+        if not self._lease.holds(self.clock.now_ms()):
             return self.interval_s
         letters = self.outbox.next_letters(self.batch)
         if not letters:
@@ -97,15 +97,3 @@ class DeadLetterRelay:
             return self.interval_s
         self._unconfirmed = False
         return 0.0 if len(letters) == self.batch else self.interval_s
-
-    def _holds_lease(self, now_ms: int) -> bool:
-        if now_ms < self._held_until_ms - self.lease_ms // 2:
-            return True
-        if now_ms < self._ask_again_at_ms:
-            return False
-        if self.lease.take(RELAY_JOB, self.owner, now_ms, now_ms + self.lease_ms):
-            self._held_until_ms = now_ms + self.lease_ms
-            return True
-        self._held_until_ms = 0
-        self._ask_again_at_ms = now_ms + self.lease_ms // 2
-        return False
