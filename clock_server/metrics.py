@@ -472,8 +472,12 @@ class Metrics:
         each application's bounded label: one update per bucket touched and label set, not
         per alarm."""
         grouped: dict[tuple[str, str], list[float]] = defaultdict(list)
+        labels: dict[str, str] = {}  # a batch holds few applications and many alarms
         for application, channel, seconds in lateness:
-            grouped[self.label(application), channel].append(seconds)
+            label = labels.get(application)
+            if label is None:
+                label = labels[application] = self.label(application)
+            grouped[label, channel].append(seconds)
         for (application, channel), values in grouped.items():
             self._observe_many(self.lateness.labels(application, channel), values)
 

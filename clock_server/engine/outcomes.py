@@ -95,7 +95,8 @@ class Outcomes:
             tally.lateness_ms.append(late_ms)
         for rows, published_at, flags in confirmed:
             for row, ok in zip(rows, flags, strict=True):
-                tally = _tally(tallies, row.application)
+                # once per application, not per row: this loop is the ring path's per alarm
+                tally = tallies.get(row.application) or _tally(tallies, row.application)
                 if ok:
                     rung.append((row.id, published_at))
                     rung_of.append(row.application)
