@@ -4,14 +4,15 @@ waitress documents its settings, not its classes. clock's HTTP edge (`http_chann
 its shutdown deadline (`http_server.py`) subclass and read these undocumented names:
 
 - `HTTPChannel`: `parser_class`, `task_class` and `error_task_class` replaced by clock's,
-  `readable()` overridden for the header deadline, `request` and `will_close` read and set;
+  `request` and `will_close` read and set (the header deadline);
 - `HTTPRequestParser`: `received(data)` overridden for the body gate, and the state it reads
   and sets once a request's headers are in (`headers_finished`, `completed`, `body_rcv`,
   `headers`, `command`, `path`, `content_length`, `chunked`, `expect_continue`);
 - `ErrorTask.execute()` overridden, `response_headers` added to (nosniff on waitress's own
   errors); `WSGITask.get_environment()` overridden (the gate's checks handed to the app);
-- `BaseWSGIServer.channel_class` replaced, `task_dispatcher` read; `MultiSocketServer.map`
-  (its listeners);
+- `BaseWSGIServer.channel_class` replaced, `task_dispatcher` read, `maintenance(now)`
+  replaced on each listener by one that calls it and then looks at `active_channels` for
+  late headers; `MultiSocketServer.map` (its listeners);
 - `ThreadedTaskDispatcher.shutdown(cancel_pending, timeout)` overridden,
   `set_thread_count(count)` called, `queue_logger` replaced;
 - `create_server(..., _dispatcher=)`, the one way to give the server that dispatcher.
@@ -51,7 +52,6 @@ NAMES = (
     WaitressName(_CHANNEL, "parser_class", CLASS_ATTRIBUTE),
     WaitressName(_CHANNEL, "task_class", CLASS_ATTRIBUTE),
     WaitressName(_CHANNEL, "error_task_class", CLASS_ATTRIBUTE),
-    WaitressName(_CHANNEL, "readable", METHOD, "(self)"),
     WaitressName(_CHANNEL, "request", CLASS_ATTRIBUTE),
     WaitressName(_CHANNEL, "will_close", CLASS_ATTRIBUTE),
     WaitressName(_PARSER, "received", METHOD, "(self, data)"),
@@ -69,6 +69,8 @@ NAMES = (
     WaitressName("waitress.task:WSGITask", "get_environment", METHOD, "(self)"),
     WaitressName("waitress.server:BaseWSGIServer", "channel_class", CLASS_ATTRIBUTE),
     WaitressName("waitress.server:BaseWSGIServer", "task_dispatcher", ATTRIBUTE),
+    WaitressName("waitress.server:BaseWSGIServer", "maintenance", METHOD, "(self, now)"),
+    WaitressName("waitress.server:BaseWSGIServer", "active_channels", ATTRIBUTE),
     WaitressName("waitress.server:MultiSocketServer", "map", ATTRIBUTE),
     WaitressName(_DISPATCHER, "shutdown", METHOD, "(self, cancel_pending=True, timeout=5)"),
     WaitressName(_DISPATCHER, "set_thread_count", METHOD, "(self, count)"),
