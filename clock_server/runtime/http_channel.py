@@ -114,7 +114,7 @@ def _with_header_deadlines(listener: BaseWSGIServer) -> Callable[[float], None]:
     """The listener's periodic look at its connections (every `cleanup_interval`, from its
     `readable()`), the header deadlines added to waitress's idle check. Looked at there, not
     in each connection's `readable()`: that runs for every connection at every turn of the
-    loop, about 2 % of a create's CPU with 64 connections open."""
+    loop, about 2 % of a create's Python time in a profile with 64 connections open."""
     idle_check = listener.maintenance
 
     def maintenance(now: float) -> None:

@@ -4,8 +4,8 @@ With CLOCK_WEB_PROCESSES > 1 the web workers plan the schedules, not the engine'
 there a planner's pass (about 200 µs of the interpreter per occurrence) held the lock the
 ring path's threads need, and at 1,667 occurrences a second they rang several times as late
 as one-off alarms at that rate. A worker runs niced, so the engine goes first when the
-machine is full. The job's lease lets one at a time plan, across
-workers and servers alike; the others ask for it once a second (engine.job_leases).
+machine is full. The job's lease lets one at a time plan, across workers and servers alike;
+the others ask for it once a second (engine.job_leases).
 """
 
 from __future__ import annotations
