@@ -53,16 +53,13 @@ class DeadLetterRelay:
         batch: int = RELAY_BATCH,
     ) -> None:
         self.outbox = outbox
-        self.lease = lease
         self.publisher = publisher
         self.clock = clock
         self.metrics = metrics
-        self.owner = owner
         self.publish_timeout_s = publish_timeout_s
         self.interval_s = interval_s
-        self.lease_ms = int(lease_s * 1000)
         self.batch = batch
-        self._lease = LeaseKeeper(lease, RELAY_JOB, owner, self.lease_ms)
+        self._lease = LeaseKeeper(lease, RELAY_JOB, owner, int(lease_s * 1000))
         self._unconfirmed = False  # the last pass left letters unconfirmed
 
     def run_once(self) -> float:

@@ -50,9 +50,7 @@ class SchedulePlanner:
         lease_s: float = PLAN_LEASE_S,
     ) -> None:
         self.planner = planner
-        self.lease = lease
         self.clock = clock
-        self.owner = owner
         self.ahead_ms = ahead_ms
         self.notify = notify
         self.on_made = on_made
